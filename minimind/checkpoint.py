@@ -1,0 +1,95 @@
+"""Open a checkpoint folder safely: a Hugging Face model folder or a peft adapter folder.
+
+Only safetensors weights are read (never a pickle) and no remote code runs.
+Every failure is a `CheckpointError` that says what is missing and where.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from .errors import CheckpointError
+
+SUPPORTED_MODEL_TYPES = ("minimind", "llama")
+
+
+def is_adapter(path: str | Path) -> bool:
+    return (Path(path) / "adapter_config.json").is_file()
+
+
+def check_model_folder(path: str | Path) -> Path:
+    """Raise CheckpointError unless `path` holds config.json + safetensors weights of a known type."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise CheckpointError(f"{folder}: no such model folder")
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        raise CheckpointError(f"{folder}: not a model folder (no config.json)")
+    try:
+        model_type = json.loads(config_file.read_text(encoding="utf-8")).get("model_type")
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{config_file}: unreadable config.json ({err})") from err
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise CheckpointError(f"{folder}: model_type {model_type!r} is not supported "
+                              f"(expected one of {', '.join(SUPPORTED_MODEL_TYPES)})")
+    if not any(folder.glob("*.safetensors")):
+        pickles = [p.name for p in folder.glob("*.bin")] + [p.name for p in folder.glob("*.pt")]
+        hint = f" (found {', '.join(pickles)}: pickled weights are refused)" if pickles else ""
+        raise CheckpointError(f"{folder}: no .safetensors weights{hint}")
+    return folder
+
+
+def adapter_base(path: str | Path) -> str:
+    """The base model folder a peft adapter names in its adapter_config.json."""
+    cfg = json.loads((Path(path) / "adapter_config.json").read_text(encoding="utf-8"))
+    base = cfg.get("base_model_name_or_path")
+    if not base:
+        raise CheckpointError(f"{path}: adapter_config.json does not name its base model")
+    return base
+
+
+def load_model(path: str | Path, adapter: str | Path | None = None, dtype: torch.dtype | None = None,
+               device: str | torch.device = "cpu", merge: bool = False):
+    """Load a MiniMind/Llama model folder, optionally with a LoRA adapter on top.
+
+    `path` may itself be an adapter folder; its base is then read from the adapter.
+    With `merge=True` the adapter is folded into the weights (plain model returned).
+    """
+    import minimind  # noqa: F401  (registers the Auto classes in this process)
+    from transformers import AutoModelForCausalLM
+
+    if adapter is None and is_adapter(path):
+        path, adapter = adapter_base(path), path
+    folder = check_model_folder(path)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            folder, dtype=dtype or torch.float32, use_safetensors=True, trust_remote_code=False)
+    except (OSError, ValueError, RuntimeError) as err:
+        raise CheckpointError(f"{folder}: could not load the model ({err})") from err
+    if adapter is not None:
+        if not is_adapter(adapter):
+            raise CheckpointError(f"{adapter}: not a LoRA adapter folder (no adapter_config.json)")
+        from peft import PeftModel
+
+        try:
+            model = PeftModel.from_pretrained(model, str(adapter))
+        except (OSError, ValueError, RuntimeError, KeyError) as err:
+            raise CheckpointError(f"{adapter}: could not apply the adapter ({err})") from err
+        if merge:
+            model = model.merge_and_unload()
+    return model.to(device).eval()
+
+
+def load_tokenizer_for(path: str | Path):
+    """The tokenizer saved with a model (or with an adapter's base)."""
+    from .tokenizer import load_tokenizer
+
+    folder = Path(path)
+    if is_adapter(folder) and not (folder / "tokenizer.json").is_file():
+        folder = Path(adapter_base(folder))
+    if not (folder / "tokenizer.json").is_file():
+        raise CheckpointError(f"{folder}: no tokenizer.json beside the model")
+    return load_tokenizer(folder)

@@ -1,0 +1,1 @@
+"""CLI commands, one module each (see minimind/cli.py for the contract)."""

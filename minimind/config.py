@@ -1,0 +1,123 @@
+"""MiniMindConfig: the one description of a model's shape, saved as config.json.
+
+A dense MiniMind model is Llama-shaped (same parameter names and math as
+`transformers.LlamaForCausalLM`), so most fields carry Llama's names. The
+extras are the attention kernel, rotary scaling and the optional MoE block.
+"""
+
+from __future__ import annotations
+
+from transformers import PretrainedConfig
+
+ATTENTION_IMPLS = ("sdpa", "eager", "blocked")
+ROPE_SCALING_TYPES = (None, "linear", "ntk")
+
+
+class MiniMindConfig(PretrainedConfig):
+    """Shape and numerics of a MiniMind decoder. Use `from_preset` for named sizes."""
+
+    model_type = "minimind"
+    keys_to_ignore_at_inference = ["cache"]
+
+    vocab_size: int = 6400                 # tokenizer size (ids 0..vocab_size-1)
+    hidden_size: int = 512                 # model width d
+    intermediate_size: int = 1408          # SwiGLU hidden width (per expert with MoE)
+    num_hidden_layers: int = 8             # decoder blocks
+    num_attention_heads: int = 8           # query heads
+    num_key_value_heads: int = 2           # key/value heads (GQA when < query heads)
+    head_dim: int | None = None            # defaults to hidden_size // num_attention_heads
+    max_position_embeddings: int = 2048    # longest context the model is meant for
+    rms_norm_eps: float = 1e-5             # RMSNorm epsilon
+    rope_theta: float = 10000.0            # rotary base frequency
+    rope_scaling_type: str | None = None   # None, "linear" (position interpolation) or "ntk" (scaled base)
+    rope_scaling_factor: float = 1.0       # context extension factor for rope_scaling_type
+    tie_word_embeddings: bool = True       # lm_head shares the embedding matrix
+    initializer_range: float = 0.02        # std of the normal init
+    dropout: float = 0.0                   # residual dropout (training only)
+    attention_impl: str = "sdpa"           # "sdpa" (fused), "eager" (reference) or "blocked" (tiled online softmax)
+    attention_block_size: int = 128        # tile size of the "blocked" kernel
+    use_moe: bool = False                  # SwiGLU experts with top-k routing instead of one MLP
+    num_experts: int = 4                   # experts per MoE layer
+    num_experts_per_tok: int = 2           # experts each token is routed to
+    router_aux_loss_coef: float = 0.01     # weight of the load-balancing loss added to the LM loss
+    pad_token_id: int | None = 0
+    bos_token_id: int | None = 1
+    eos_token_id: int | list[int] | None = 2
+    use_cache: bool = True
+
+    def __post_init__(self, **kwargs):
+        if self.head_dim is None:
+            self.head_dim = self.hidden_size // self.num_attention_heads
+        super().__post_init__(**kwargs)
+        self._check()
+
+    def _check(self) -> None:
+        def need(ok: bool, msg: str) -> None:
+            if not ok:
+                raise ValueError(f"MiniMindConfig: {msg}")
+
+        need(self.attention_impl in ATTENTION_IMPLS,
+             f"attention_impl must be one of {ATTENTION_IMPLS}, got {self.attention_impl!r}")
+        need(self.rope_scaling_type in ROPE_SCALING_TYPES,
+             f"rope_scaling_type must be one of {ROPE_SCALING_TYPES}, got {self.rope_scaling_type!r}")
+        need(self.rope_scaling_factor >= 1.0, "rope_scaling_factor must be >= 1")
+        need(self.num_attention_heads % self.num_key_value_heads == 0,
+             "num_attention_heads must be a multiple of num_key_value_heads")
+        need(self.head_dim % 2 == 0, "head_dim must be even for rotary embeddings")
+        need(self.attention_block_size >= 1, "attention_block_size must be positive")
+        if self.use_moe:
+            need(1 <= self.num_experts_per_tok <= self.num_experts,
+                 "num_experts_per_tok must be between 1 and num_experts")
+
+    @property
+    def is_dense(self) -> bool:
+        return not self.use_moe
+
+    def to_llama_dict(self) -> dict:
+        """config.json for a stock `LlamaForCausalLM` holding these same weights (dense only)."""
+        if self.use_moe:
+            raise ValueError("a mixture-of-experts MiniMind has no Llama equivalent (dense models only)")
+        rope = {"rope_type": "default", "rope_theta": self.rope_theta}
+        if self.rope_scaling_type == "ntk":
+            d = self.head_dim
+            rope["rope_theta"] = self.rope_theta * self.rope_scaling_factor ** (d / (d - 2))
+        elif self.rope_scaling_type == "linear":
+            rope = {"rope_type": "linear", "rope_theta": self.rope_theta, "factor": self.rope_scaling_factor}
+        return {
+            "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+            "vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size, "num_hidden_layers": self.num_hidden_layers,
+            "num_attention_heads": self.num_attention_heads, "num_key_value_heads": self.num_key_value_heads,
+            "head_dim": self.head_dim, "hidden_act": "silu",
+            "max_position_embeddings": self.max_position_embeddings, "rms_norm_eps": self.rms_norm_eps,
+            "rope_parameters": rope, "tie_word_embeddings": self.tie_word_embeddings,
+            "attention_bias": False, "mlp_bias": False, "initializer_range": self.initializer_range,
+            "bos_token_id": self.bos_token_id, "eos_token_id": self.eos_token_id,
+            "pad_token_id": self.pad_token_id, "dtype": str(self.dtype).replace("torch.", "") if self.dtype else "float32",
+        }
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides) -> "MiniMindConfig":
+        """A named size (see PRESETS), with any field overridden."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+        return cls(**{**PRESETS[name], **overrides})
+
+
+PRESETS: dict[str, dict] = {
+    # nano: 4.6M parameters (tied embeddings, vocab 6400): d=256, 4 layers, 4 query / 2 kv heads,
+    # FFN 704. CPU demos and tests.
+    "nano": dict(hidden_size=256, intermediate_size=704, num_hidden_layers=4,
+                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024),
+    # small: 25.8M parameters (tied, vocab 6400): d=512, 8 layers, 8 query / 2 kv heads, FFN 1408.
+    "small": dict(hidden_size=512, intermediate_size=1408, num_hidden_layers=8,
+                  num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=2048),
+    # base: 80.4M parameters (tied, vocab 6400): d=768, 12 layers, 12 query / 4 kv heads, FFN 2048.
+    "base": dict(hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
+                 num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=4096),
+    # small-moe: 77.7M parameters in all, 43.1M active per token: the small shape with
+    # 4 SwiGLU experts per layer, top-2 routing and a load-balancing loss.
+    "small-moe": dict(hidden_size=512, intermediate_size=1408, num_hidden_layers=8,
+                      num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=2048,
+                      use_moe=True, num_experts=4, num_experts_per_tok=2),
+}

@@ -1,0 +1,252 @@
+"""The MiniMind decoder, top to bottom: norm, rotary, attention, MLP, MoE, block, model.
+
+Parameter names and math follow `transformers.LlamaForCausalLM` exactly
+(`model.layers.N.self_attn.q_proj`, `rotate_half` rotary, SwiGLU, RMSNorm in
+float32), so a dense checkpoint opens as a stock Llama by rewriting config.json.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers.cache_utils import Cache, DynamicCache
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import MoeCausalLMOutputWithPast
+
+from .attention import ATTENTION_FUNCTIONS
+from .config import MiniMindConfig
+
+
+class RMSNorm(nn.Module):
+    """x / rms(x) * weight, computed in float32 and cast back (as Llama does)."""
+
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+
+def rope_inv_freq(config: MiniMindConfig) -> torch.Tensor:
+    """Rotary inverse frequencies, with "ntk" scaling folded into the base."""
+    d = config.head_dim
+    theta = config.rope_theta
+    if config.rope_scaling_type == "ntk":
+        theta = theta * config.rope_scaling_factor ** (d / (d - 2))
+    return 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+
+
+class RotaryEmbedding(nn.Module):
+    """cos/sin tables for the given positions; "linear" scaling divides positions."""
+
+    def __init__(self, config: MiniMindConfig):
+        super().__init__()
+        self.config = config
+        self.position_scale = 1.0 / config.rope_scaling_factor if config.rope_scaling_type == "linear" else 1.0
+        self.register_buffer("inv_freq", rope_inv_freq(config), persistent=False)
+
+    def forward(self, position_ids: torch.Tensor, dtype: torch.dtype):
+        pos = position_ids.float() * self.position_scale               # (B, T)
+        freqs = pos[..., None] * self.inv_freq.float()                 # (B, T, D/2)
+        emb = torch.cat((freqs, freqs), dim=-1)                        # (B, T, D)
+        return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x: (B, H, T, D); cos/sin: (B, T, D)."""
+    cos, sin = cos[:, None], sin[:, None]
+    return x * cos + rotate_half(x) * sin
+
+
+class Attention(nn.Module):
+    """Grouped-query self-attention with rotary positions and an optional KV cache."""
+
+    def __init__(self, config: MiniMindConfig, layer_idx: int):
+        super().__init__()
+        self.config = config
+        self.layer_idx = layer_idx
+        self.n_heads = config.num_attention_heads
+        self.n_kv = config.num_key_value_heads
+        self.head_dim = config.head_dim
+        d = config.hidden_size
+        self.q_proj = nn.Linear(d, self.n_heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(d, self.n_kv * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(d, self.n_kv * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(self.n_heads * self.head_dim, d, bias=False)
+
+    def forward(self, x, cos, sin, key_valid=None, cache: Cache | None = None):
+        b, t, _ = x.shape
+        q = self.q_proj(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)  # (B, Hq, T, D)
+        k = self.k_proj(x).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)     # (B, Hkv, T, D)
+        v = self.v_proj(x).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        if cache is not None:
+            k, v = cache.update(k, v, self.layer_idx)                                # (B, Hkv, S, D)
+        attend = ATTENTION_FUNCTIONS[self.config.attention_impl]
+        out = attend(q, k, v, key_valid=key_valid, block_size=self.config.attention_block_size)
+        return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+
+
+class MLP(nn.Module):
+    """SwiGLU: down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, hidden_size: int, intermediate_size: int):
+        super().__init__()
+        self.gate_proj = nn.Linear(hidden_size, intermediate_size, bias=False)
+        self.up_proj = nn.Linear(hidden_size, intermediate_size, bias=False)
+        self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class MoE(nn.Module):
+    """Top-k routed SwiGLU experts. Returns (output, load-balancing loss).
+
+    The balancing loss is the Switch-Transformer form E · Σ_e f_e · P_e, where f_e
+    is the share of routed slots that went to expert e and P_e its mean router
+    probability; it equals 1 when routing is perfectly uniform.
+    """
+
+    def __init__(self, config: MiniMindConfig):
+        super().__init__()
+        self.top_k = config.num_experts_per_tok
+        self.n_experts = config.num_experts
+        self.gate = nn.Linear(config.hidden_size, config.num_experts, bias=False)
+        self.experts = nn.ModuleList(MLP(config.hidden_size, config.intermediate_size)
+                                     for _ in range(config.num_experts))
+
+    def forward(self, x):
+        shape = x.shape
+        x = x.reshape(-1, shape[-1])                                   # (N, d)
+        probs = torch.softmax(self.gate(x).float(), dim=-1)            # (N, E)
+        weights, chosen = probs.topk(self.top_k, dim=-1)               # (N, k)
+        weights = (weights / weights.sum(-1, keepdim=True)).to(x.dtype)
+        out = torch.zeros_like(x)
+        for e, expert in enumerate(self.experts):
+            token, slot = (chosen == e).nonzero(as_tuple=True)
+            if token.numel():
+                out.index_add_(0, token, expert(x[token]) * weights[token, slot, None])
+        share = F.one_hot(chosen, self.n_experts).float().mean(dim=(0, 1))  # f_e
+        aux = self.n_experts * (share * probs.mean(0)).sum()
+        return out.view(shape), aux
+
+
+class DecoderLayer(GradientCheckpointingLayer):
+    """Pre-norm block: x + attn(norm(x)), then x + mlp(norm(x))."""
+
+    def __init__(self, config: MiniMindConfig, layer_idx: int):
+        super().__init__()
+        self.self_attn = Attention(config, layer_idx)
+        self.mlp = MoE(config) if config.use_moe else MLP(config.hidden_size, config.intermediate_size)
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x, cos, sin, key_valid=None, cache=None):
+        x = x + self.dropout(self.self_attn(self.input_layernorm(x), cos, sin, key_valid, cache))
+        h = self.mlp(self.post_attention_layernorm(x))
+        h, aux = h if isinstance(h, tuple) else (h, None)
+        return x + self.dropout(h), aux
+
+
+class MiniMindPreTrainedModel(PreTrainedModel):
+    config: MiniMindConfig
+    config_class = MiniMindConfig
+    base_model_prefix = "model"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["DecoderLayer"]
+    _supports_sdpa = True
+
+    def _init_weights(self, module):
+        super()._init_weights(module)
+        if isinstance(module, RotaryEmbedding):  # a computed buffer, not a weight: rebuild after meta init
+            with torch.no_grad():
+                module.inv_freq.copy_(rope_inv_freq(module.config))
+
+
+class MiniMindModel(MiniMindPreTrainedModel):
+    """Embeddings → N decoder layers → final norm."""
+
+    def __init__(self, config: MiniMindConfig):
+        super().__init__(config)
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_hidden_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.rotary_emb = RotaryEmbedding(config)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, cache=None,
+                inputs_embeds=None, use_cache=None):
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("pass exactly one of input_ids or inputs_embeds")
+        x = self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
+        b, t = x.shape[:2]
+        if use_cache and cache is None:
+            cache = DynamicCache(config=self.config)
+        past = cache.get_seq_length() if cache is not None else 0
+
+        key_valid = None
+        if attention_mask is not None:
+            if attention_mask.dim() != 2 or attention_mask.shape[1] != past + t:
+                raise ValueError("attention_mask must be (batch, past + new tokens) of 0/1")
+            if not bool(attention_mask.all()):
+                key_valid = attention_mask.bool()
+        if position_ids is None:
+            if key_valid is not None:
+                position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, past:]
+            else:
+                position_ids = torch.arange(past, past + t, device=x.device)[None].expand(b, t)
+
+        cos, sin = self.rotary_emb(position_ids, x.dtype)
+        aux_total = None
+        for layer in self.layers:
+            x, aux = layer(x, cos, sin, key_valid, cache)
+            if aux is not None:
+                aux_total = aux if aux_total is None else aux_total + aux
+        return self.norm(x), cache, aux_total
+
+
+class MiniMindForCausalLM(MiniMindPreTrainedModel, GenerationMixin):
+    """Decoder + LM head; `labels` gives the shifted next-token cross-entropy."""
+
+    _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
+
+    def __init__(self, config: MiniMindConfig):
+        super().__init__(config)
+        self.model = MiniMindModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, cache=None,
+                inputs_embeds=None, labels=None, use_cache=None, logits_to_keep: int = 0, **kwargs):
+        hidden, cache, aux = self.model(input_ids, attention_mask, position_ids, cache, inputs_embeds,
+                                        use_cache if use_cache is not None else False)
+        if logits_to_keep:
+            hidden = hidden[:, -logits_to_keep:]
+        logits = self.lm_head(hidden)
+        loss = None
+        if labels is not None:
+            loss = causal_lm_loss(logits, labels)
+            if aux is not None and self.config.router_aux_loss_coef:
+                loss = loss + self.config.router_aux_loss_coef * aux / self.config.num_hidden_layers
+        return MoeCausalLMOutputWithPast(loss=loss, aux_loss=aux, logits=logits, cache=cache)
+
+
+def causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of token t+1 given tokens ≤ t; label -100 is ignored."""
+    logits = logits[:, :-1].reshape(-1, logits.shape[-1]).float()
+    targets = labels[:, 1:].reshape(-1).to(logits.device)
+    return F.cross_entropy(logits, targets, ignore_index=-100)

@@ -1,0 +1,78 @@
+"""Byte-level BPE: lossless on any Unicode, special tokens, chat template, training from files."""
+
+import json
+import subprocess
+import sys
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from transformers import AutoTokenizer
+
+from minimind.tokenizer import IM_END, IM_START, SPECIAL_TOKENS, train_tokenizer
+from helpers import ROOT, SAMPLE_TEXTS
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200))
+def test_encode_decode_is_lossless_for_any_unicode(tokenizer, text):
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert tokenizer.decode(ids, skip_special_tokens=False) == text
+
+
+def test_lossless_on_hard_cases(tokenizer):
+    for text in ["", " ", "   leading and trailing   ", "\n\n\t\r\n", "中文和English混合🙂👨‍👩‍👧",
+                 "ＡＢＣ全角", "a\u0301 combining", "\u200b zero width", "🚀" * 10, "<|im_end|> literal"]:
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        assert tokenizer.decode(ids) == text
+
+
+def test_special_tokens_have_fixed_ids(tokenizer):
+    assert [tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS] == [0, 1, 2, 3, 4]
+    assert tokenizer.pad_token_id == 0 and tokenizer.bos_token_id == 1 and tokenizer.eos_token_id == 2
+
+
+def test_chat_template_renders_chatml_and_marks_assistant_tokens(tokenizer):
+    messages = [{"role": "system", "content": "你是诗人"}, {"role": "user", "content": "写诗"},
+                {"role": "assistant", "content": "春眠不覺曉"}]
+    text = tokenizer.apply_chat_template(messages, tokenize=False)
+    assert text == ("<|im_start|>system\n你是诗人<|im_end|>\n<|im_start|>user\n写诗<|im_end|>\n"
+                    "<|im_start|>assistant\n春眠不覺曉<|im_end|>\n")
+    prompt = tokenizer.apply_chat_template(messages[:2], tokenize=False, add_generation_prompt=True)
+    assert prompt.endswith("<|im_start|>assistant\n")
+    out = tokenizer.apply_chat_template(messages, return_assistant_tokens_mask=True, return_dict=True)
+    ids, mask = out["input_ids"], out["assistant_masks"]
+    kept = [i for i, m in zip(ids, mask) if m]
+    assert tokenizer.decode(kept) == "春眠不覺曉" + IM_END
+
+
+def test_saved_folder_loads_with_auto_tokenizer(tokenizer_dir, tokenizer):
+    config = json.loads((tokenizer_dir / "tokenizer_config.json").read_text())
+    assert IM_START in config["chat_template"]
+    loaded = AutoTokenizer.from_pretrained(tokenizer_dir)
+    assert loaded("床前明月光")["input_ids"] == tokenizer("床前明月光")["input_ids"]
+
+
+def test_train_from_jsonl_and_txt_files(tmp_path):
+    jsonl = tmp_path / "poems.jsonl"
+    jsonl.write_text("\n".join(json.dumps({"title": "t", "author": "a", "text": t}, ensure_ascii=False)
+                               for t in SAMPLE_TEXTS[:8] * 5), encoding="utf-8")
+    txt = tmp_path / "plays.txt"
+    txt.write_text("\n".join(SAMPLE_TEXTS[3:6] * 10), encoding="utf-8")
+    tok, report = train_tokenizer([jsonl, txt], vocab_size=400, out_dir=tmp_path / "tok", min_frequency=1)
+    assert len(tok) == 400 and report.tokens > 0 and report.chars_per_token > 1.0
+    assert (tmp_path / "tok" / "tokenizer.json").is_file()
+
+
+def test_cli_trains_and_encodes(tmp_path):
+    txt = tmp_path / "corpus.txt"
+    txt.write_text("\n".join(SAMPLE_TEXTS), encoding="utf-8")
+    run = lambda *a: subprocess.run([sys.executable, "-m", "minimind", *a], cwd=ROOT,  # noqa: E731
+                                    capture_output=True, text=True, timeout=120)
+    trained = run("tokenizer", "train", str(txt), "--vocab-size", "300", "--min-frequency", "1",
+                  "--out", str(tmp_path / "tok"))
+    assert trained.returncode == 0, trained.stderr
+    assert "chars/token" in trained.stdout
+    encoded = run("tokenizer", "encode", "--tokenizer", str(tmp_path / "tok"), "To be")
+    assert encoded.returncode == 0 and "tokens" in encoded.stdout
+    helped = run("--help")
+    assert "tokenizer" in helped.stdout
