@@ -103,22 +103,12 @@ def train_tokenizer(files: list[str | Path], vocab_size: int = 6400, out_dir: st
     return tokenizer, TokenizerReport(path, len(tokenizer), seconds, chars, tokens)
 
 
-def iter_texts(files: list[str | Path], text_field: str | None = None) -> Iterator[str]:
-    """Documents of .txt/.md files (one per line) and of JSONL records (their text field)."""
-    import json
+def iter_texts(files: list[str | Path], text_field: str | None = None, kind: str = "auto") -> Iterator[str]:
+    """Texts of a corpus read by `minimind.data` (every format it reads, with its checks):
+    plain documents, or each message of chat/instruction records."""
+    from .data import iter_texts as corpus_texts
 
-    for f in files:
-        path = Path(f)
-        with path.open(encoding="utf-8") as fh:
-            if path.suffix in (".jsonl", ".json"):
-                for line in fh:
-                    if line.strip():
-                        record = json.loads(line)
-                        yield record[text_field or ("text" if "text" in record else "content")]
-            else:
-                for line in fh:
-                    if line.strip():
-                        yield line.rstrip("\n")
+    return corpus_texts(files, text_field=text_field, kind=kind)
 
 
 def measure(tokenizer: PreTrainedTokenizerFast, texts: Iterable[str], batch: int = 1000) -> tuple[int, int]:

@@ -1,0 +1,24 @@
+"""Corpus ingestion: any text a user hands in becomes training rows, or a CorpusError.
+
+    config = DataConfig(seq_len=256, val_fraction=0.05)
+    stats = inspect_corpus(["poems.jsonl"], config)            # check + stats, no tokenizer needed
+    corpus = prepare_corpus(["poems.jsonl"], tokenizer, config)  # train / validation Arrow rows, cached
+
+Modules, one job each: config (DataConfig), files (paths, size, encoding),
+readers (formats, positions), kinds (plain/chat/instruction, normal form),
+validate (strict/lenient), documents (checked Arrow documents), tokens
+(tokenize, pack, mask), prepare (split, cache), stats, cache (keys, folders).
+"""
+
+from ..errors import CorpusError
+from .config import DataConfig, cache_root
+from .documents import Documents, iter_texts, read_documents
+from .kinds import ROLES
+from .prepare import PreparedCorpus, inspect_corpus, prepare_corpus, split_indices
+from .stats import FileStats, Histogram, Stats
+from .tokens import IGNORE
+from .validate import Skipped
+
+__all__ = ["CorpusError", "DataConfig", "Documents", "FileStats", "Histogram", "IGNORE", "PreparedCorpus",
+           "ROLES", "Skipped", "Stats", "cache_root", "inspect_corpus", "iter_texts", "prepare_corpus",
+           "read_documents", "split_indices"]

@@ -1,0 +1,71 @@
+"""DataConfig: how a corpus is read, checked and cut into training rows.
+
+One dataclass shared by `inspect_corpus`, `prepare_corpus`, the `data` CLI and
+the web app's Corpus tab, so every face reads a corpus the same way.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..errors import ConfigError
+
+KINDS = ("auto", "text", "chat", "instruction")
+SPLITS = ("paragraph", "line")
+
+
+@dataclass
+class DataConfig:
+    """Reading, validation and preparation settings of one corpus."""
+
+    kind: str = "auto"                 # "auto" detects it; or force "text", "chat" or "instruction"
+    text_field: str | None = None      # record field with plain text (default: "text", else "content")
+    split: str = "paragraph"           # .txt/.md documents: "paragraph" (blank-line separated) or "line"
+    seq_len: int = 512                 # tokens per row: text is packed to it, chat examples cut to it
+    val_fraction: float = 0.05         # share of documents held out for validation (0 = none)
+    seed: int = 0                      # seed of the document-level train/validation split
+    strict: bool = True                # stop at the first bad record; False skips up to max_skipped
+    max_skipped: int = 100             # lenient mode: bad records skipped before the corpus is refused
+    max_file_mb: float = 2048.0        # refuse any single file larger than this many MiB
+    max_document_chars: int = 100_000  # a longer .txt paragraph is cut at line ends into several documents
+    root: str | None = None            # when set, every file must resolve inside this folder (uploads)
+    cache_dir: str | None = None       # where prepared data is cached (default: see cache_root())
+    num_proc: int = 1                  # tokenization worker processes, 1 or 2 (tokenizers also threads)
+    batch_size: int = 1000             # documents per tokenization batch
+    samples: int = 3                   # documents shown as samples in the stats
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raise ConfigError naming the first field that is out of range."""
+        def need(ok: bool, msg: str) -> None:
+            if not ok:
+                raise ConfigError(f"data config: {msg}")
+
+        need(self.kind in KINDS, f"kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        need(self.split in SPLITS, f"split must be one of {', '.join(SPLITS)}, got {self.split!r}")
+        need(self.text_field is None or (isinstance(self.text_field, str) and self.text_field.strip() != ""),
+             "text_field must be a non-empty field name")
+        need(isinstance(self.seq_len, int) and 8 <= self.seq_len <= 1_048_576,
+             f"seq_len must be an integer between 8 and 1048576, got {self.seq_len!r}")
+        need(0.0 <= self.val_fraction < 1.0, f"val_fraction must be in [0, 1), got {self.val_fraction!r}")
+        need(isinstance(self.max_skipped, int) and self.max_skipped >= 0, "max_skipped must be >= 0")
+        need(self.max_file_mb > 0, "max_file_mb must be positive")
+        need(self.max_document_chars >= 1000, "max_document_chars must be at least 1000")
+        need(self.num_proc in (1, 2), f"num_proc must be 1 or 2, got {self.num_proc!r}")
+        need(self.batch_size >= 1, "batch_size must be positive")
+        need(0 <= self.samples <= 100, "samples must be between 0 and 100")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def cache_root(config: DataConfig) -> Path:
+    """The cache folder: config.cache_dir, else $MINIMIND_CACHE, else ~/.cache/minimind/prepared."""
+    if config.cache_dir:
+        return Path(config.cache_dir)
+    env = os.environ.get("MINIMIND_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "minimind" / "prepared"

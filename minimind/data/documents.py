@@ -1,0 +1,184 @@
+"""From files to documents: every record checked, normalised and written once to Arrow.
+
+The result is a memory-mapped `datasets.Dataset` with one row per document
+("text" or "messages", plus "chars"), cached under a key of the file contents
+and the reading settings. `inspect` builds it, `prepare` reuses it, and a 1 GB
+corpus streams through it in batches without ever being held in memory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+from datasets import Dataset
+
+from ..errors import CorpusError
+from .cache import key, new_workdir, publish, ready
+from .config import DataConfig, cache_root
+from .files import CorpusFile, open_file
+from .kinds import KIND_NAMES, BadRecord, Normalizer, characters, doc_texts
+from .readers import read_records, read_text
+from .stats import FileStats, Histogram, Stats, sample_of
+from .validate import Problems
+
+WRITE_BATCH = 1000  # documents per Arrow record batch
+SCHEMAS = {
+    "text": pa.schema([("text", pa.string()), ("chars", pa.int64())]),
+    "messages": pa.schema([("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+                           ("chars", pa.int64())]),
+}
+
+
+@dataclass
+class Documents:
+    """A checked corpus: its documents as Arrow, its kind and what reading it found."""
+
+    dataset: Dataset        # one row per document: "text" (plain) or "messages" (chat/instruction), and "chars"
+    kind: str               # text, chat or instruction
+    fingerprint: str        # cache key of the documents (file contents + reading settings)
+    stats: Stats            # counts, lengths, samples, skipped records (no tokens yet)
+    files: list[CorpusFile] = field(default_factory=list)
+
+
+@dataclass
+class _Tally:
+    """What a pass over the files counted on the way."""
+
+    files: list[FileStats] = field(default_factory=list)
+    kind: str | None = None
+    empty: int = 0
+
+
+def check_files(files, config: DataConfig) -> list[CorpusFile]:
+    """Open and scan every file (paths, size, encoding); CorpusError for the first unusable one."""
+    if isinstance(files, (str, os.PathLike)):
+        files = [files]
+    if not files:
+        raise CorpusError("no files given; expected at least one corpus file")
+    return [open_file(f, config) for f in files]
+
+
+def iter_documents(infos: list[CorpusFile], config: DataConfig, problems: Problems,
+                   tally: _Tally | None = None, one_kind: bool = True) -> Iterator[tuple[str, dict]]:
+    """(position, normal-form document) of every file in turn; `one_kind` holds the corpus to one kind."""
+    tally = tally if tally is not None else _Tally()
+    first_file = None
+    for info in infos:
+        stats = FileStats(info.name, info.format, info.encoding, "", 0, 0, info.size)
+        tally.files.append(stats)
+        for position, doc, kind in _file_documents(info, config, problems):
+            if stats.kind == "":
+                stats.kind = kind
+                if tally.kind is None:
+                    tally.kind, first_file = kind, info.name
+                elif kind != tally.kind and one_kind:
+                    raise CorpusError(f"this file holds {KIND_NAMES[kind]} records but {first_file} holds "
+                                      f"{KIND_NAMES[tally.kind]}; expected one kind per corpus (prepare them "
+                                      "separately, or set the kind)", info.name, position)
+            if doc is None:
+                tally.empty += 1
+                continue
+            stats.documents += 1
+            stats.characters += characters(doc)
+            yield position, doc
+        if stats.documents == 0:
+            raise CorpusError("no usable documents in this file (every record was empty or skipped); "
+                              "expected at least one", info.name, "whole file")
+
+
+def _file_documents(info: CorpusFile, config: DataConfig, problems: Problems) -> Iterator[tuple[str, dict | None, str]]:
+    if info.format == "text":
+        if config.kind not in ("auto", "text"):
+            raise CorpusError(f"a {info.suffix} file holds plain text; kind {config.kind!r} needs records "
+                              "(.jsonl, .json, .csv or .parquet)", info.name, "line 1")
+        for position, text in read_text(info, config):
+            yield position, {"text": text}, "text"
+        return
+    normalize = Normalizer(config.kind, config.text_field)
+    for position, record in read_records(info, config, problems):
+        try:
+            doc = normalize(record)
+        except BadRecord as err:
+            problems.bad(info.name, position, str(err))
+            continue
+        yield position, doc, normalize.kind
+
+
+def iter_texts(files, text_field: str | None = None, kind: str = "auto",
+               config: DataConfig | None = None) -> Iterator[str]:
+    """Texts of a corpus for tokenizer training: plain documents, or every message of chat/instruction records.
+
+    Reads straight from the files (nothing is cached) with the same checks as prepare;
+    the files themselves (paths, sizes, encodings) are checked before this returns.
+    """
+    base = config.as_dict() if config else {}
+    config = DataConfig(**{**base, "text_field": text_field or base.get("text_field"), "kind": kind})
+    infos = check_files(files, config)
+    problems = Problems(config.strict, config.max_skipped)
+    docs = iter_documents(infos, config, problems, one_kind=False)  # a tokenizer may learn from all kinds
+    return (text for _, doc in docs for text in doc_texts(doc))
+
+
+def read_documents(files, config: DataConfig) -> Documents:
+    """The corpus as checked, normalised Arrow documents, from the cache when the files are unchanged."""
+    config.check()
+    infos = check_files(files, config)
+    fingerprint = key("documents", [(f.digest, f.format, f.encoding) for f in infos], config.kind,
+                      config.text_field, config.split, config.strict, config.max_skipped, config.max_document_chars,
+                      config.samples)
+    folder = cache_root(config) / "documents" / fingerprint
+    meta = ready(folder)
+    if meta is None:
+        work = new_workdir(folder)
+        try:
+            meta = _build(infos, config, work)
+            publish(work, folder, meta)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    dataset = Dataset.from_file(str(folder / "documents.arrow"))
+    stats = Stats.from_dict(meta["stats"])
+    _rename(stats, meta["names"], infos)
+    return Documents(dataset, stats.kind, fingerprint, stats, infos)
+
+
+def _build(infos: list[CorpusFile], config: DataConfig, work: Path) -> dict:
+    problems = Problems(config.strict, config.max_skipped)
+    tally = _Tally()
+    path = work / "documents.arrow"
+    writer, batch, samples = None, [], []
+    try:
+        for _, doc in iter_documents(infos, config, problems, tally):
+            if writer is None:
+                schema = SCHEMAS["text" if "text" in doc else "messages"]
+                writer = pa.ipc.new_stream(str(path), schema)
+            batch.append({**doc, "chars": characters(doc)})
+            if len(samples) < config.samples:
+                samples.append(sample_of(doc))
+            if len(batch) >= WRITE_BATCH:
+                writer.write_batch(pa.RecordBatch.from_pylist(batch, schema=schema))
+                batch = []
+        if batch:
+            writer.write_batch(pa.RecordBatch.from_pylist(batch, schema=schema))
+    finally:
+        if writer is not None:
+            writer.close()
+    lengths = Dataset.from_file(str(path)).data.column("chars").to_numpy()
+    stats = Stats(kind=tally.kind, documents=int(len(lengths)), characters=int(lengths.sum()),
+                  length_histogram=Histogram.of(lengths, "characters"), samples=samples,
+                  skipped_count=problems.count, skipped=problems.examples, empty=tally.empty, files=tally.files)
+    return {"stats": stats.to_dict(), "names": [f.name for f in infos]}
+
+
+def _rename(stats: Stats, names: list[str], infos: list[CorpusFile]) -> None:
+    """Show the names the files have now (a cached corpus may have been read under other names)."""
+    current = dict(zip(names, (f.name for f in infos)))
+    for f, info in zip(stats.files, infos):
+        f.name = info.name
+    for s in stats.skipped:
+        s.file = current.get(s.file, s.file)
+    stats.warnings = [w for info in infos for w in info.warnings]

@@ -1,0 +1,160 @@
+"""What a record is (plain text, chat or instruction) and its one normal form.
+
+Every record becomes either {"text": str} or {"messages": [{"role", "content"}]}
+(an instruction is a user turn and an assistant turn), so everything after
+reading handles two shapes, not five. A file holds one kind; the user may
+force the kind instead of letting the first record decide.
+"""
+
+from __future__ import annotations
+
+import json
+
+from .validate import describe, snippet
+
+TEXT_FIELDS = ("text", "content")           # tried in order when no text field is named
+CHAT_FIELDS = ("messages", "conversations")
+INSTRUCTION_FIELDS = ("instruction", "output")  # "input" and "system" are optional
+ROLES = ("system", "user", "assistant")
+KIND_NAMES = {"text": "plain text", "chat": "chat", "instruction": "instruction"}
+
+
+class BadRecord(ValueError):
+    """One record cannot be used; the reason says what was found and what was expected."""
+
+
+def expected_fields(text_field: str | None) -> str:
+    text = repr(text_field) if text_field else "'text' or 'content'"
+    return (f"a text field ({text}; name another with text_field / --text-field), 'messages' or "
+            "'conversations' (chat), or 'instruction' + 'output' (instruction)")
+
+
+def detect(fields, text_field: str | None) -> str | None:
+    """The kind a record (or a table with these column names) holds, or None."""
+    names = set(fields)
+    if text_field and text_field in names:
+        return "text"
+    if names & set(CHAT_FIELDS):
+        return "chat"
+    if set(INSTRUCTION_FIELDS) <= names:
+        return "instruction"
+    if not text_field and names & set(TEXT_FIELDS):
+        return "text"
+    return None
+
+
+def needed_columns(names: list[str], kind: str, text_field: str | None) -> list[str] | None:
+    """Columns of a table that a `kind` ("auto" allowed) reads, or None when it has none of them."""
+    found = detect(names, text_field) if kind == "auto" else kind
+    if found == "text":
+        field = text_field or next((f for f in TEXT_FIELDS if f in names), None)
+        return [field] if field in names else None
+    if found == "chat":
+        cols = [f for f in CHAT_FIELDS if f in names]
+        return cols or None
+    if found == "instruction":
+        return [f for f in ("system", "instruction", "input", "output") if f in names] \
+            if set(INSTRUCTION_FIELDS) <= set(names) else None
+    return None
+
+
+class Normalizer:
+    """Turns one file's records into normal form, holding the file to a single kind."""
+
+    def __init__(self, kind: str = "auto", text_field: str | None = None):
+        self.forced = kind != "auto"
+        self.kind = None if kind == "auto" else kind  # set by the first record when auto
+        self.text_field = text_field
+
+    def __call__(self, record: object) -> dict | None:
+        """The record in normal form; None for an empty document; BadRecord when unusable."""
+        if not isinstance(record, dict):
+            raise BadRecord(f"found {describe(record)}; expected a JSON object (one record)")
+        kind = self.kind if self.forced else detect(record, self.text_field) or self.kind
+        if kind is None:
+            raise BadRecord(f"found {describe(record)}; expected {expected_fields(self.text_field)}")
+        if self.kind is None:
+            self.kind = kind
+        elif kind != self.kind:
+            raise BadRecord(f"mixed kinds: found a {KIND_NAMES[kind]} record ({describe(record)}), but this file's "
+                            f"first record is {KIND_NAMES[self.kind]}; expected one kind per file")
+        return {"text": self._text, "chat": self._chat, "instruction": self._instruction}[kind](record)
+
+    def _text(self, record: dict) -> dict | None:
+        field = self.text_field or next((f for f in TEXT_FIELDS if f in record), TEXT_FIELDS[0])
+        if field not in record:
+            raise BadRecord(f"missing field {field!r}: found {describe(record)}; expected a {field!r} field "
+                            "holding the text")
+        value = record[field]
+        if not isinstance(value, str):
+            raise BadRecord(f"field {field!r} is {describe(value)}; expected a string")
+        return {"text": value} if value.strip() else None
+
+    def _chat(self, record: dict) -> dict:
+        field = next(f for f in CHAT_FIELDS if f in record) if any(f in record for f in CHAT_FIELDS) else None
+        if field is None:
+            raise BadRecord(f"missing field 'messages': found {describe(record)}; expected 'messages' or "
+                            "'conversations' holding a list of {role, content}")
+        messages = record[field]
+        if isinstance(messages, str):  # CSV and some parquet exports hold the list as JSON text
+            try:
+                messages = json.loads(messages)
+            except json.JSONDecodeError:
+                raise BadRecord(f"field {field!r} is {describe(messages)}; expected a list of "
+                                "{role, content}") from None
+        return {"messages": check_messages(messages, field)}
+
+    def _instruction(self, record: dict) -> dict:
+        for name in INSTRUCTION_FIELDS:
+            if name not in record:
+                raise BadRecord(f"missing field {name!r}: found {describe(record)}; expected 'instruction', "
+                                "'output' and optionally 'input'")
+        parts = {}
+        for name in ("system", "instruction", "input", "output"):
+            value = record.get(name)
+            if value is not None and not isinstance(value, str):
+                raise BadRecord(f"field {name!r} is {describe(value)}; expected a string")
+            parts[name] = value or ""
+        if not parts["instruction"].strip() or not parts["output"].strip():
+            raise BadRecord("empty 'instruction' or 'output'; expected both to hold text")
+        prompt = parts["instruction"] + ("\n\n" + parts["input"] if parts["input"].strip() else "")
+        messages = [{"role": "system", "content": parts["system"]}] if parts["system"].strip() else []
+        return {"messages": messages + [{"role": "user", "content": prompt},
+                                        {"role": "assistant", "content": parts["output"]}]}
+
+
+def check_messages(messages: object, field: str = "messages") -> list[dict]:
+    """The conversation as [{role, content}], or BadRecord naming the first bad message."""
+    if not isinstance(messages, list):
+        raise BadRecord(f"field {field!r} is {describe(messages)}; expected a list of {{role, content}}")
+    if not messages:
+        raise BadRecord(f"empty conversation: found 0 messages in {field!r}; expected at least a user "
+                        "and an assistant message")
+    clean = []
+    for i, message in enumerate(messages, 1):
+        if not isinstance(message, dict):
+            raise BadRecord(f"message {i} is {describe(message)}; expected an object with 'role' and 'content'")
+        role, content = message.get("role"), message.get("content")
+        if role not in ROLES:
+            shown = snippet(role, 30) if isinstance(role, str) else describe(role)
+            raise BadRecord(f"message {i} has role {shown}; expected one of {', '.join(ROLES)}")
+        if not isinstance(content, str):
+            raise BadRecord(f"message {i} ({role}) has content {describe(content)}; expected a string")
+        clean.append({"role": role, "content": content})
+    if not any(m["role"] == "assistant" for m in clean):
+        raise BadRecord(f"no assistant message among {len(clean)}; expected at least one to learn from")
+    return clean
+
+
+def characters(doc: dict) -> int:
+    """Characters of a normal-form document (all message contents for chat)."""
+    if "text" in doc:
+        return len(doc["text"])
+    return sum(len(m["content"]) for m in doc["messages"])
+
+
+def doc_texts(doc: dict) -> list[str]:
+    """The pieces of text a document contributes to tokenizer training."""
+    if "text" in doc:
+        return [doc["text"]]
+    return [m["content"] for m in doc["messages"] if m["content"].strip()]

@@ -1,0 +1,188 @@
+"""Prepare a corpus for training: split by document, tokenize, pack or mask, cache.
+
+`prepare_corpus` is what the trainer calls. Its output is two memory-mapped
+`datasets.Dataset`s with `input_ids` and `labels` (-100 = not trained on),
+cached under a key of file contents + tokenizer + settings, so the second call
+with the same inputs reads the cache and tokenizes nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from datasets import Dataset, Features, List, Value, concatenate_datasets
+
+from ..errors import ConfigError
+from .cache import key, new_workdir, publish, ready, tokenizer_key
+from .config import DataConfig, cache_root
+from .documents import Documents, read_documents
+from .stats import Histogram, Stats
+from .tokens import list_lengths, pack, render_batch, token_lengths, tokenize_batch
+
+TOKEN_FEATURES = Features({"input_ids": List(Value("int32"))})
+CHAT_FEATURES = Features({"input_ids": List(Value("int32")), "labels": List(Value("int32")),
+                          "length": Value("int64"), "chars": Value("int64"), "target_chars": Value("int64")})
+CHAT_BATCH = 256  # conversations rendered per map batch
+
+
+@dataclass
+class PreparedCorpus:
+    """Training-ready rows and what the trainer needs to report on them."""
+
+    train: Dataset          # input_ids, labels (list[int]); memory-mapped from `path`
+    validation: Dataset     # same columns; documents never seen in train
+    kind: str               # text, chat or instruction
+    stats: Stats            # corpus stats with token counts, split sizes, truncations
+    val_characters: int     # characters the validation labels cover (assistant text for chat)
+    val_tokens: int         # validation tokens with a label (!= -100)
+    fingerprint: str        # cache key: file contents + tokenizer + settings
+    path: Path              # cache folder holding the Arrow files
+    seq_len: int            # tokens per row (the most, for chat rows)
+    from_cache: bool        # True when nothing was tokenized this time
+
+
+def split_indices(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(train, validation) document indices, each sorted: a seeded shuffle cut at `fraction`.
+
+    With two or more documents and a fraction above 0, validation gets at least
+    one document and train keeps at least one.
+    """
+    if n < 2 or fraction <= 0:
+        return np.arange(n), np.zeros(0, dtype=np.int64)
+    n_val = min(n - 1, max(1, round(n * fraction)))
+    order = np.random.default_rng(seed).permutation(n)
+    return np.sort(order[n_val:]), np.sort(order[:n_val])
+
+
+def inspect_corpus(files, config: DataConfig | None = None, tokenizer=None) -> Stats:
+    """Read and check a corpus; with a tokenizer also count its tokens (nothing tokenized is stored)."""
+    config = config or DataConfig()
+    docs = read_documents(files, config)
+    stats = docs.stats
+    if tokenizer is not None:
+        lengths = token_lengths(docs.dataset, docs.kind, tokenizer, config.batch_size)
+        _set_tokens(stats, lengths, stats.characters)
+    return stats
+
+
+def prepare_corpus(files, tokenizer, config: DataConfig | None = None) -> PreparedCorpus:
+    """Check, split, tokenize and cache a corpus; from the cache when nothing changed."""
+    config = config or DataConfig()
+    if tokenizer.eos_token_id is None or tokenizer.pad_token_id is None:
+        raise ConfigError("the tokenizer needs an EOS and a PAD token to prepare a corpus")
+    docs = read_documents(files, config)
+    if docs.kind != "text" and not getattr(tokenizer, "chat_template", None):
+        raise ConfigError(f"this is a {docs.kind} corpus, but the tokenizer has no chat template")
+    fingerprint = key("prepared", docs.fingerprint, tokenizer_key(tokenizer), config.seq_len,
+                      config.val_fraction, config.seed)
+    folder = cache_root(config) / fingerprint
+    meta = ready(folder)
+    from_cache = meta is not None
+    if meta is None:
+        work = new_workdir(folder)
+        try:
+            meta = _build(docs, tokenizer, config, work, fingerprint)
+            publish(work, folder, meta)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return _load(folder, meta, docs, from_cache)
+
+
+def _build(docs: Documents, tokenizer, config: DataConfig, work: Path, fingerprint: str) -> dict:
+    train_idx, val_idx = split_indices(len(docs.dataset), config.val_fraction, config.seed)
+    splits = {"train": docs.dataset.select(train_idx), "validation": docs.dataset.select(val_idx)}
+    stats = docs.stats
+    stats.train_documents, stats.val_documents = len(train_idx), len(val_idx)
+    build = _build_text if docs.kind == "text" else _build_chat
+    files, lengths, chars, val_characters, val_tokens = build(splits, tokenizer, config, work, fingerprint, stats)
+    _set_tokens(stats, lengths, chars)
+    warnings = []
+    if config.val_fraction > 0 and not len(val_idx):
+        warnings.append("only one document: nothing is held out for validation")
+    if stats.dropped:
+        warnings.append(f"{stats.dropped:,} examples dropped: no assistant token fits in seq_len={config.seq_len}")
+    return {"stats": stats.to_dict(), "files": files, "val_characters": int(val_characters),
+            "val_tokens": int(val_tokens), "seq_len": config.seq_len, "warnings": warnings}
+
+
+def _build_text(splits, tokenizer, config, work, fingerprint, stats):
+    files, lengths, val = {}, [], (0, 0)
+    for name, docs in splits.items():
+        tokens = _map(docs, tokenize_batch, config, work / f"{name}-tokens.arrow", f"{fingerprint}-{name}",
+                      TOKEN_FEATURES, dict(tokenizer=tokenizer, eos=tokenizer.eos_token_id), config.batch_size)
+        with_eos = list_lengths(tokens, "input_ids")
+        lengths.append(with_eos - 1)
+        pack(tokens, config.seq_len, tokenizer.pad_token_id, work / f"{name}.arrow")
+        files[name] = [f"{name}.arrow"]
+        if name == "validation":
+            val = (_column_sum(docs, "chars"), int(with_eos.sum()))
+        for cache in tokens.cache_files:
+            Path(cache["filename"]).unlink(missing_ok=True)
+    return files, np.concatenate(lengths), stats.characters, *val
+
+
+def _build_chat(splits, tokenizer, config, work, fingerprint, stats):
+    files, lengths, chars, val = {}, [], 0, (0, 0)
+    for name, docs in splits.items():
+        rows = _map(docs, render_batch, config, work / f"{name}.arrow", f"{fingerprint}-{name}", CHAT_FEATURES,
+                    dict(tokenizer=tokenizer, seq_len=config.seq_len), min(config.batch_size, CHAT_BATCH))
+        files[name] = [Path(c["filename"]).name for c in rows.cache_files] or [f"{name}.arrow"]
+        full = rows.data.column("length").to_numpy() if len(rows) else np.zeros(0, dtype=np.int64)
+        if name == "train" and not len(rows):
+            raise ConfigError(f"seq_len={config.seq_len} is too short for this corpus: no training example keeps "
+                              "an assistant token; raise seq_len or shorten the prompts")
+        lengths.append(full)
+        chars += _column_sum(rows, "chars")
+        stats.dropped += len(docs) - len(rows)
+        stats.truncated += int((full > config.seq_len).sum()) + len(docs) - len(rows)
+        if name == "validation" and len(rows):
+            labels = pc.list_flatten(rows.data.column("labels"))
+            val = (_column_sum(rows, "target_chars"), int(pc.sum(pc.not_equal(labels, -100)).as_py() or 0))
+    return files, np.concatenate(lengths), chars, *val
+
+
+def _map(docs: Dataset, fn, config: DataConfig, path: Path, fingerprint: str, features: Features,
+         kwargs: dict, batch_size: int) -> Dataset:
+    """A batched `Dataset.map` writing to `path` (an empty split still gets a file)."""
+    if len(docs) == 0:
+        with pa.ipc.new_stream(str(path), features.arrow_schema):
+            pass
+        return Dataset.from_file(str(path))
+    workers = config.num_proc if len(docs) >= 4 * batch_size else 1  # a process must have work to pay off
+    split = path.stem.split("-")[0]
+    return docs.map(fn, batched=True, batch_size=batch_size, num_proc=workers if workers > 1 else None,
+                    remove_columns=docs.column_names, fn_kwargs=kwargs, features=features,
+                    cache_file_name=str(path), new_fingerprint=fingerprint, desc=f"tokenizing {split}")
+
+
+def _column_sum(dataset: Dataset, column: str) -> int:
+    if len(dataset) == 0:
+        return 0
+    return int(sum(pc.sum(t.column(column)).as_py() or 0
+                   for t in dataset.with_format("arrow").iter(batch_size=65536)))
+
+
+def _set_tokens(stats: Stats, lengths: np.ndarray, characters: int) -> None:
+    """Token counts; chars/token over the documents that were tokenized (`characters` of them)."""
+    stats.tokens = int(lengths.sum())
+    stats.chars_per_token = characters / max(stats.tokens, 1)
+    stats.token_histogram = Histogram.of(lengths, "tokens")
+
+
+def _load(folder: Path, meta: dict, docs: Documents, from_cache: bool) -> PreparedCorpus:
+    def split(name: str) -> Dataset:
+        parts = [Dataset.from_file(str(folder / f)) for f in meta["files"][name]]
+        ds = parts[0] if len(parts) == 1 else concatenate_datasets(parts)
+        return ds.select_columns(["input_ids", "labels"])
+
+    stats = Stats.from_dict(meta["stats"])
+    stats.files, stats.skipped = docs.stats.files, docs.stats.skipped
+    stats.warnings = docs.stats.warnings + meta["warnings"]
+    return PreparedCorpus(train=split("train"), validation=split("validation"), kind=stats.kind, stats=stats,
+                          val_characters=meta["val_characters"], val_tokens=meta["val_tokens"],
+                          fingerprint=folder.name, path=folder, seq_len=meta["seq_len"], from_cache=from_cache)
