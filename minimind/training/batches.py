@@ -1,0 +1,80 @@
+"""Deterministic batch order: the rows of step s are a pure function of (seed, s).
+
+Epoch e visits the training rows in the permutation drawn from seed + e; step s
+takes the next global batch from that endless stream. Resuming at step s needs
+nothing but s, and under torchrun each rank takes its own slice of the same
+global batch, so N processes see exactly what one process with an N× batch sees.
+"""
+
+from __future__ import annotations
+
+import torch
+
+IGNORE = -100
+
+
+class BatchStream:
+    def __init__(self, dataset, batch_size: int, grad_accum: int, seed: int, pad_id: int,
+                 rank: int = 0, world: int = 1):
+        self.dataset = dataset
+        self.rows = len(dataset)
+        self.batch_size, self.grad_accum = batch_size, grad_accum
+        self.seed, self.pad_id = seed, pad_id
+        self.rank, self.world = rank, world
+        self._perm_epoch, self._perm = -1, None
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch_size * self.grad_accum * self.world
+
+    def steps_per_epoch(self) -> float:
+        return self.rows / self.global_batch
+
+    def _permutation(self, epoch: int) -> torch.Tensor:
+        if epoch != self._perm_epoch:
+            g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+            self._perm, self._perm_epoch = torch.randperm(self.rows, generator=g), epoch
+        return self._perm
+
+    def _rows(self, start: int, count: int) -> list[int]:
+        out = []
+        for i in range(start, start + count):
+            out.append(int(self._permutation(i // self.rows)[i % self.rows]))
+        return out
+
+    def micro_batches(self, step: int):
+        """The `grad_accum` micro-batches this process trains on at optimizer step `step`."""
+        base = step * self.global_batch
+        for m in range(self.grad_accum):
+            start = base + (m * self.world + self.rank) * self.batch_size
+            yield collate(self.dataset[self._rows(start, self.batch_size)], self.pad_id)
+
+    def epoch_at(self, step: int) -> float:
+        return step * self.global_batch / self.rows
+
+
+def collate(rows: dict, pad_id: int) -> dict:
+    """Right-pad a batch of variable-length rows; padding is masked out of attention and loss."""
+    ids = rows["input_ids"]
+    labels = rows["labels"] if "labels" in rows else ids  # packed plain text: every token is a target
+    width = max(len(r) for r in ids)
+    input_ids = torch.full((len(ids), width), pad_id, dtype=torch.long)
+    label_t = torch.full((len(ids), width), IGNORE, dtype=torch.long)
+    mask = torch.zeros((len(ids), width), dtype=torch.long)
+    for i, (row, lab) in enumerate(zip(ids, labels)):
+        n = len(row)
+        input_ids[i, :n] = torch.as_tensor(row)
+        label_t[i, :n] = torch.as_tensor(lab)
+        mask[i, :n] = 1
+    batch = {"input_ids": input_ids, "labels": label_t}
+    if not bool(mask.all()):
+        batch["attention_mask"] = mask
+    return batch
+
+
+def eval_batches(dataset, batch_size: int, limit: int, pad_id: int):
+    """The first `limit` validation batches in order (all of them when limit is 0)."""
+    n = len(dataset)
+    stop = n if limit <= 0 else min(n, limit * batch_size)
+    for start in range(0, stop, batch_size):
+        yield collate(dataset[list(range(start, min(start + batch_size, stop)))], pad_id)

@@ -1,0 +1,231 @@
+"""TrainConfig: everything a run needs, in one dataclass with a section per concern.
+
+It round-trips through YAML/JSON (the run folder keeps `config.yaml`), fills
+"auto" fields with defaults that suit the mode and the device, and refuses bad
+values with a message that says the allowed range.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import ConfigError
+
+MODES = ("pretrain", "sft", "lora", "qlora")
+PRECISIONS = ("auto", "bf16", "fp16", "fp32")
+DEVICES = ("auto", "cpu", "cuda", "mps")
+DISTRIBUTED = ("ddp", "fsdp")
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass
+class ModelSection:
+    preset: str = "nano"                 # size of a new model (pretrain without init_from)
+    init_from: str = ""                  # model folder to start from (required for sft/lora/qlora)
+    overrides: dict = field(default_factory=dict)  # MiniMindConfig fields for a new model
+    tokenizer: str = ""                  # tokenizer folder; default: init_from's, else train one
+    vocab_size: int = 6400               # vocabulary of a tokenizer trained for a new model
+
+
+@dataclass
+class DataSection:
+    files: list = field(default_factory=list)  # corpus files (txt/md/jsonl/json/csv/parquet)
+    kind: str = "auto"                   # auto | text | chat | instruction
+    text_field: str | None = None        # record field holding plain text (default text/content)
+    split: str = "paragraph"             # txt/md documents: "paragraph" (blank lines) or "line"
+    seq_len: int | None = None           # tokens per training row (auto: 256, or model context)
+    val_fraction: float = 0.02           # share of documents held out for validation
+    seed: int = 1234                     # seed of the train/validation split
+    strict: bool = True                  # fail on the first bad record (else skip up to max_skipped)
+    max_skipped: int = 100               # bad records tolerated in lenient mode
+    cache_dir: str | None = None         # prepared-data cache (default $MINIMIND_CACHE or ~/.cache)
+
+
+@dataclass
+class LoraSection:
+    rank: int = 16                       # LoRA rank r
+    alpha: int = 32                      # scaling numerator (scale = alpha / rank)
+    dropout: float = 0.05                # dropout on the LoRA input
+    target_modules: list = field(default_factory=lambda: list(LORA_TARGETS))  # linear layers to adapt
+
+
+@dataclass
+class OptimSection:
+    lr: float | None = None              # peak learning rate (auto: by mode)
+    min_lr_ratio: float = 0.1            # cosine decays to lr * min_lr_ratio
+    warmup_steps: int | None = None      # linear warmup (auto: 5% of steps, at most 200)
+    weight_decay: float = 0.1            # AdamW decay on matrices (not on norms/embeddings)
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+    grad_clip: float = 1.0               # max global grad norm (0 = off)
+
+
+@dataclass
+class TrainConfig:
+    mode: str = "pretrain"               # pretrain | sft | lora | qlora
+    model: ModelSection = field(default_factory=ModelSection)
+    data: DataSection = field(default_factory=DataSection)
+    lora: LoraSection = field(default_factory=LoraSection)
+    optim: OptimSection = field(default_factory=OptimSection)
+    max_steps: int = 0                   # optimizer steps (0: from epochs or time_budget_s)
+    epochs: float = 1.0                  # passes over the training split when max_steps = 0
+    time_budget_s: float = 0.0           # > 0: size max_steps to this wall-clock budget
+    batch_size: int | None = None        # rows per micro-batch per process (auto by mode/device)
+    grad_accum: int = 1                  # micro-batches per optimizer step
+    precision: str = "auto"              # auto | bf16 | fp16 | fp32
+    device: str = "auto"                 # auto | cpu | cuda | mps
+    grad_checkpointing: bool = False     # recompute activations in backward (less memory)
+    compile: bool = False                # torch.compile the model
+    eval_every: int = 0                  # steps between evaluations (0: ~10 per run)
+    eval_batches: int = 20               # validation batches per evaluation (0 = all)
+    log_every: int = 10                  # steps between metrics.jsonl lines
+    save_every: int = 0                  # steps between checkpoints (0: ~5 per run)
+    keep_checkpoints: int = 2            # newest checkpoints kept on disk
+    max_bad_steps: int = 5               # consecutive non-finite losses before giving up
+    seed: int = 42                       # model init, data order, dropout
+    distributed: str = "ddp"             # under torchrun: ddp | fsdp
+    run_dir: str = ""                    # folder of this run (default runs/<timestamp>)
+
+    # ---- construction -------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> "TrainConfig":
+        return _build(cls, raw, "")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "TrainConfig":
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+            raw = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        except (OSError, ValueError, yaml.YAMLError) as err:
+            raise ConfigError(f"{path}: cannot read the config ({err})") from err
+        return cls.from_dict(raw or {})
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True)
+
+    def save(self, path: str | Path) -> None:
+        path = Path(path)
+        text = json.dumps(self.to_dict(), indent=2) if path.suffix == ".json" else self.to_yaml()
+        path.write_text(text, encoding="utf-8")
+
+    def with_overrides(self, assignments: list[str]) -> "TrainConfig":
+        """Apply `key=value` strings (dotted keys, YAML values): `optim.lr=3e-4`, `data.files=[a,b]`."""
+        raw = self.to_dict()
+        for item in assignments:
+            if "=" not in item:
+                raise ConfigError(f"--set expects key=value, got {item!r}")
+            key, value = item.split("=", 1)
+            node = raw
+            parts = key.strip().split(".")
+            for part in parts[:-1]:
+                if not isinstance(node.get(part), dict):
+                    raise ConfigError(f"unknown config section {part!r} in {key!r}")
+                node = node[part]
+            if parts[-1] not in node:
+                raise ConfigError(f"unknown config key {key!r}")
+            node[parts[-1]] = yaml.safe_load(value)
+        return TrainConfig.from_dict(raw)
+
+    # ---- defaults and validation ---------------------------------------
+
+    def resolved(self, device: str, bf16_ok: bool = True) -> "TrainConfig":
+        """A copy with every auto field filled for this mode and device."""
+        c = TrainConfig.from_dict(self.to_dict())
+        on_gpu = device.startswith("cuda")
+        if c.optim.lr is None:
+            c.optim.lr = {"pretrain": 2e-3, "sft": 1e-4, "lora": 1e-3, "qlora": 1e-3}[c.mode]
+        if c.batch_size is None:
+            c.batch_size = (32 if on_gpu else 16) if c.mode == "pretrain" else (16 if on_gpu else 8)
+        if c.data.seq_len is None:
+            c.data.seq_len = 512 if on_gpu else 256
+        if c.precision == "auto":
+            c.precision = "bf16" if bf16_ok else ("fp16" if on_gpu else "fp32")
+        c.validate()
+        return c
+
+    def validate(self) -> None:
+        def need(ok: bool, msg: str) -> None:
+            if not ok:
+                raise ConfigError(msg)
+
+        need(self.mode in MODES, f"mode must be one of {', '.join(MODES)} (got {self.mode!r})")
+        need(self.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}")
+        need(self.device in DEVICES, f"device must be one of {', '.join(DEVICES)}")
+        need(self.distributed in DISTRIBUTED, f"distributed must be one of {', '.join(DISTRIBUTED)}")
+        need(self.mode == "pretrain" or bool(self.model.init_from),
+             f"mode {self.mode} fine-tunes an existing model: set model.init_from to a model folder")
+        need(bool(self.data.files), "data.files is empty: name at least one corpus file")
+        need(self.max_steps >= 0, "max_steps must be >= 0")
+        need(self.max_steps > 0 or self.epochs > 0 or self.time_budget_s > 0,
+             "set max_steps, epochs or time_budget_s")
+        need(self.batch_size is None or 1 <= self.batch_size <= 4096, "batch_size must be 1..4096")
+        need(1 <= self.grad_accum <= 1024, "grad_accum must be 1..1024")
+        need(self.data.seq_len is None or 8 <= self.data.seq_len <= 65536, "data.seq_len must be 8..65536")
+        need(0.0 < self.data.val_fraction < 0.5, "data.val_fraction must be between 0 and 0.5")
+        need(self.optim.lr is None or 0 < self.optim.lr <= 1.0, "optim.lr must be in (0, 1]")
+        need(0.0 <= self.optim.min_lr_ratio <= 1.0, "optim.min_lr_ratio must be 0..1")
+        need(self.optim.warmup_steps is None or self.optim.warmup_steps >= 0, "optim.warmup_steps must be >= 0")
+        need(self.optim.grad_clip >= 0, "optim.grad_clip must be >= 0 (0 turns clipping off)")
+        need(0 <= self.optim.weight_decay < 1, "optim.weight_decay must be 0..1")
+        need(1 <= self.lora.rank <= 256, "lora.rank must be 1..256")
+        need(self.lora.alpha > 0, "lora.alpha must be positive")
+        need(0.0 <= self.lora.dropout < 1.0, "lora.dropout must be in [0, 1)")
+        unknown = set(self.lora.target_modules) - set(LORA_TARGETS)
+        need(bool(self.lora.target_modules) and not unknown,
+             f"lora.target_modules must be a non-empty subset of {', '.join(LORA_TARGETS)}"
+             + (f" (unknown: {', '.join(sorted(unknown))})" if unknown else ""))
+        need(self.keep_checkpoints >= 1, "keep_checkpoints must be >= 1")
+        need(self.max_bad_steps >= 1, "max_bad_steps must be >= 1")
+        need(self.log_every >= 1, "log_every must be >= 1")
+
+
+def _build(cls, raw: Any, where: str):
+    """Build a (nested) dataclass from a dict, naming any unknown key."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where or 'config'} must be a mapping, got {type(raw).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = set(raw) - set(fields)
+    if unknown:
+        raise ConfigError(f"unknown config key(s) {', '.join(sorted(where + k for k in unknown))}")
+    kwargs = {}
+    for name, value in raw.items():
+        default = fields[name].default_factory() if fields[name].default_factory is not dataclasses.MISSING else None
+        if dataclasses.is_dataclass(default):
+            kwargs[name] = _build(type(default), value or {}, f"{where}{name}.")
+        else:
+            kwargs[name] = _coerce(value, fields[name].type, where + name)
+    return cls(**kwargs)
+
+
+def _coerce(value: Any, annotation: str, name: str) -> Any:
+    """Numbers written as strings (YAML reads `3e-4` as text) become numbers; wrong types are named."""
+    kinds = {part.strip() for part in str(annotation).split("|")}
+    if value is None or not kinds & {"int", "float", "bool"}:
+        return value
+    if "bool" in kinds:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{name} must be true or false, got {value!r}")
+    if isinstance(value, bool):
+        raise ConfigError(f"{name} must be a number, got {value!r}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be a number, got {value!r}") from None
+    if "float" in kinds:
+        return number
+    if number != int(number):
+        raise ConfigError(f"{name} must be a whole number, got {value!r}")
+    return int(number)

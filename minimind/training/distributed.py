@@ -1,0 +1,83 @@
+"""torchrun scale-out on PyTorch's own engines: DDP (gloo on CPU, NCCL on GPU) or FSDP2.
+
+Without torchrun's environment this is a single process and every helper is a
+no-op, so the loop has one code path.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass
+class DistInfo:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def init(device: str) -> tuple[DistInfo, str]:
+    """Join the torchrun process group when launched by torchrun; returns (info, device)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return DistInfo(), device
+    info = DistInfo(int(os.environ["RANK"]), world, int(os.environ.get("LOCAL_RANK", "0")))
+    if device.startswith("cuda"):
+        torch.cuda.set_device(info.local_rank)
+        device = f"cuda:{info.local_rank}"
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
+    return info, device
+
+
+def wrap(model, info: DistInfo, strategy: str, device: str):
+    """Wrap the model for data parallel training (DDP) or sharded training (FSDP2)."""
+    if not info.enabled:
+        return model
+    if strategy == "fsdp":
+        from torch.distributed.fsdp import fully_shard
+
+        base = getattr(model, "base_model", model)
+        inner = getattr(base, "model", base)
+        for layer in getattr(getattr(inner, "model", inner), "layers", []):
+            fully_shard(layer)
+        fully_shard(model)
+        return model
+    from torch.nn.parallel import DistributedDataParallel
+
+    ids = [torch.device(device).index] if device.startswith("cuda") else None
+    return DistributedDataParallel(model, device_ids=ids)
+
+
+def unwrap(model):
+    return model.module if hasattr(model, "module") and not hasattr(model, "peft_config") else model
+
+
+def barrier(info: DistInfo) -> None:
+    if info.enabled:
+        dist.barrier()
+
+
+def mean(value: float, info: DistInfo, device: str = "cpu") -> float:
+    if not info.enabled:
+        return value
+    t = torch.tensor([value], dtype=torch.float64, device=device)
+    dist.all_reduce(t)
+    return t.item() / info.world
+
+
+def finish(info: DistInfo) -> None:
+    if info.enabled and dist.is_initialized():
+        dist.destroy_process_group()

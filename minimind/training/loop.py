@@ -1,0 +1,457 @@
+"""The one training loop. Pretrain, full fine-tune, LoRA and QLoRA are options of it:
+they differ in how the model is built (modes.py) and what the data looks like
+(minimind.data), not in this code.
+
+Each optimizer step: for each micro-batch, forward under autocast and backward;
+skip the step if the loss or the gradient norm is not finite; clip; AdamW; set
+the next learning rate from the schedule. Log, evaluate and checkpoint at their
+intervals and always after the last step. SIGTERM/SIGINT end the run after the
+current step with a checkpoint; `resume=True` continues from the newest one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+from ..errors import MiniMindError, TrainingError
+from . import distributed as dist
+from .batches import BatchStream, eval_batches
+from .checkpoint import latest_checkpoint, load_trainer_state, remove_partial, save_checkpoint
+from .config import TrainConfig
+from .modes import ADAPTER_MODES, build_model, count_parameters, trainable_parameters
+from .perf import flops_per_token, matmul_peak_flops
+from .precision import Precision, bf16_supported, describe, pick_device
+from .run_dir import RunDir, new_run_id
+from .schedule import default_warmup, lr_at
+
+
+def compute_loss(model, batch: dict) -> torch.Tensor:
+    """Mean next-token loss of one micro-batch (MoE balancing loss included)."""
+    return model(**batch).loss
+
+
+class _StopFlag:
+    """Turns SIGTERM/SIGINT into a request to save and stop after the current step."""
+
+    def __init__(self):
+        self.requested = False
+        self._previous = {}
+
+    def __enter__(self):
+        if _in_main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        self.requested = True
+
+    def __exit__(self, *exc):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def _in_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def train(config: TrainConfig, resume: bool = False, progress=None) -> dict:
+    """Run (or resume) training as configured. Returns the final status dict.
+
+    `progress(step, total, info)` is called after every optimizer step on the main process.
+    """
+    device = pick_device(config.device)
+    info, device = dist.init(device)
+    run = RunDir(Path(config.run_dir or Path("runs") / new_run_id()))
+    if resume and not run.config_file.is_file():
+        raise TrainingError(f"{run.path}: nothing to resume (no config.yaml in that run folder)")
+    cfg = config.resolved(device.split(":")[0], bf16_supported(device))
+    cfg.run_dir = str(run.path)
+    if info.is_main:
+        run.create()
+        if not resume:
+            cfg.save(run.config_file)
+        run.write_status(state="running", pid=os.getpid(), mode=cfg.mode, run_dir=str(run.path),
+                         error=None, started=time.time())
+    try:
+        with _StopFlag() as stop:
+            return _train(cfg, run, info, device, resume, stop, progress)
+    except BaseException as err:
+        message = str(err) if isinstance(err, MiniMindError) else f"{type(err).__name__}: {err}"
+        if info.is_main:
+            run.log("FAILED: " + message + ("" if isinstance(err, MiniMindError) else "\n" + traceback.format_exc()))
+            run.write_status(state="failed", error=message or type(err).__name__)
+        raise
+    finally:
+        dist.finish(info)
+
+
+def _prepare_tokenizer(cfg: TrainConfig, run: RunDir, info):
+    from ..checkpoint import load_tokenizer_for
+    from ..tokenizer import load_tokenizer, train_tokenizer
+
+    own = run.path / "tokenizer"
+    if cfg.model.tokenizer:
+        return load_tokenizer(cfg.model.tokenizer)
+    if cfg.model.init_from:
+        return load_tokenizer_for(cfg.model.init_from)
+    if (own / "tokenizer.json").is_file():
+        return load_tokenizer(own)
+    if info.is_main:
+        run.log(f"training a {cfg.model.vocab_size}-token tokenizer on the corpus")
+        _, report = train_tokenizer(cfg.data.files, cfg.model.vocab_size, out_dir=own,
+                                    text_field=cfg.data.text_field)
+        run.log(f"tokenizer: {report.chars_per_token:.2f} chars/token, trained in {report.seconds:.1f}s")
+    dist.barrier(info)
+    return load_tokenizer(own)
+
+
+def _prepare_data(cfg: TrainConfig, tokenizer, info):
+    from ..data import DataConfig, prepare_corpus
+
+    data_config = DataConfig(kind=cfg.data.kind, text_field=cfg.data.text_field, split=cfg.data.split,
+                             seq_len=cfg.data.seq_len, val_fraction=cfg.data.val_fraction,
+                             seed=cfg.data.seed, strict=cfg.data.strict, max_skipped=cfg.data.max_skipped,
+                             cache_dir=cfg.data.cache_dir)
+    if info.is_main:
+        corpus = prepare_corpus(cfg.data.files, tokenizer, data_config)
+    dist.barrier(info)
+    if not info.is_main:
+        corpus = prepare_corpus(cfg.data.files, tokenizer, data_config)
+    if len(corpus.train) == 0:
+        raise TrainingError("the training split is empty: the corpus is too small for data.seq_len "
+                            f"= {cfg.data.seq_len}; add text or lower data.seq_len")
+    return corpus
+
+
+def _optimizer(model, cfg: TrainConfig, device: str):
+    params = trainable_parameters(model)
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": cfg.optim.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    kwargs = dict(lr=cfg.optim.lr, betas=(cfg.optim.beta1, cfg.optim.beta2), eps=cfg.optim.eps)
+    fused = device.startswith("cuda") or device == "cpu"
+    if fused and not any(hasattr(p, "device_mesh") for p in params):  # DTensors (FSDP) take foreach
+        try:
+            return torch.optim.AdamW(groups, fused=True, **kwargs)
+        except (RuntimeError, TypeError):
+            pass
+    return torch.optim.AdamW(groups, **kwargs)
+
+
+def _speed_probe(model, stream: BatchStream, precision: Precision, steps: int = 3) -> float:
+    """Seconds per optimizer step, from forward+backward passes that change no weights."""
+    times = []
+    for step in range(steps + 1):
+        start = time.perf_counter()
+        for batch in stream.micro_batches(step):
+            with precision.autocast():
+                loss = compute_loss(model, _to(batch, next(model.parameters()).device))
+            loss.backward()
+        times.append(time.perf_counter() - start)
+    model.zero_grad(set_to_none=True)
+    return sorted(times[1:])[len(times[1:]) // 2] * 1.1  # + optimizer step
+
+
+def _to(batch: dict, device) -> dict:
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+@torch.no_grad()
+def evaluate_split(model, dataset, batch_size: int, limit: int, pad_id: int, precision: Precision,
+                   device) -> float:
+    """Mean next-token loss per predicted token over the first `limit` validation batches."""
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for batch in eval_batches(dataset, batch_size, limit, pad_id):
+        batch = _to(batch, device)
+        with precision.autocast():
+            logits = model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask")).logits
+        targets = batch["labels"][:, 1:]
+        nll = torch.nn.functional.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]),
+                                                targets.reshape(-1), ignore_index=-100, reduction="sum")
+        total += nll.item()
+        count += int((targets != -100).sum())
+    model.train(was_training)
+    return total / max(count, 1)
+
+
+def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop: _StopFlag, progress):
+    main = info.is_main
+    log = run.log if main else (lambda _msg: None)
+    torch.manual_seed(cfg.seed)
+    precision = Precision(cfg.precision, device.split(":")[0])
+    tokenizer = _prepare_tokenizer(cfg, run, info)
+    corpus = _prepare_data(cfg, tokenizer, info)
+    model = build_model(cfg, tokenizer, device, precision.dtype)
+    base_model = model
+
+    checkpoint = None
+    if resume:
+        remove_partial(run.checkpoints)
+        checkpoint = latest_checkpoint(run.checkpoints)
+        if checkpoint is not None:
+            _load_weights(base_model, checkpoint, cfg.mode)
+    if cfg.grad_checkpointing:
+        getattr(base_model, "get_base_model", lambda: base_model)().activation_checkpointing_enable()
+        if cfg.mode in ADAPTER_MODES:
+            base_model.enable_input_require_grads()
+    model = dist.wrap(base_model, info, cfg.distributed, device)
+    if cfg.compile:
+        model = torch.compile(model)
+    optimizer = _optimizer(base_model, cfg, device)
+    scaler = precision.grad_scaler()
+    stream = BatchStream(corpus.train, cfg.batch_size, cfg.grad_accum, cfg.seed, tokenizer.pad_token_id,
+                         info.rank, info.world)
+
+    state = {"step": 0, "tokens_seen": 0, "elapsed_s": 0.0, "max_steps": cfg.max_steps}
+    if checkpoint is not None:
+        state, optim_state = load_trainer_state(checkpoint)
+        _load_optimizer(optimizer, optim_state, model, cfg)
+        if main:
+            run.truncate_metrics_after(state["step"])
+        log(f"resumed from {checkpoint.name} (step {state['step']})")
+    elif resume:
+        log("no complete checkpoint yet: starting from step 0")
+
+    max_steps = state.get("max_steps") or cfg.max_steps
+    if not max_steps and cfg.time_budget_s > 0:
+        per_step = _speed_probe(model, stream, precision)
+        reserve = 0.1 * cfg.time_budget_s  # evaluation and saving
+        max_steps = max(1, int((cfg.time_budget_s - reserve) / per_step))
+        log(f"speed probe: {per_step:.2f}s/step -> {max_steps} steps in {cfg.time_budget_s:.0f}s")
+    if not max_steps:
+        max_steps = max(1, math.ceil(cfg.epochs * stream.steps_per_epoch()))
+    state["max_steps"] = max_steps
+    warmup = cfg.optim.warmup_steps if cfg.optim.warmup_steps is not None else default_warmup(max_steps)
+    eval_every = cfg.eval_every or max(1, max_steps // 10)
+    save_every = cfg.save_every or max(1, max_steps // 5)
+
+    trainable, total_params = count_parameters(base_model)
+    model_config = getattr(base_model, "config", None)
+    seq_len = cfg.data.seq_len
+    fpt = flops_per_token(model_config, seq_len, trainable / max(total_params, 1))
+    peak = matmul_peak_flops(device, precision.dtype) if main else 1.0
+    tokens_per_epoch = int(corpus.stats.tokens) if getattr(corpus.stats, "tokens", None) else None
+    # bits per character of the validation text (for chat: of the assistant replies)
+    bpc_factor = corpus.val_tokens / corpus.val_characters / math.log(2) if corpus.val_characters else None
+    if main:
+        run.write_status(state="running", step=state["step"], total=max_steps, device=describe(device, cfg.precision),
+                         precision=cfg.precision, params=total_params, trainable_params=trainable,
+                         tokens_per_epoch=tokens_per_epoch, train_rows=len(corpus.train),
+                         val_rows=len(corpus.validation), kind=corpus.kind, world=info.world)
+        log(f"{cfg.mode}: {total_params:,} parameters ({trainable:,} trainable) on {describe(device, cfg.precision)}; "
+            f"{len(corpus.train):,} train rows, {len(corpus.validation):,} validation rows; "
+            f"{max_steps} steps of {stream.global_batch} rows x {seq_len} tokens")
+
+    def do_eval(step: int) -> dict:
+        loss = evaluate_split(model, corpus.validation, cfg.batch_size, cfg.eval_batches,
+                              tokenizer.pad_token_id, precision, device)
+        loss = dist.mean(loss, info)
+        record = {"step": step, "val_loss": loss, "val_ppl": math.exp(min(loss, 50))}
+        if bpc_factor:
+            record["val_bpc"] = loss * bpc_factor
+        if main:
+            run.append_metrics(record)
+            log("eval step {step}: loss {val_loss:.4f} ppl {val_ppl:.2f}".format(**record)
+                + (f" bpc {record['val_bpc']:.3f}" if "val_bpc" in record else ""))
+        return record
+
+    def do_save(step: int) -> Path | None:
+        model_sd = _full_model_state(model, base_model, info, cfg)
+        optim_sd = _full_optimizer_state(model, optimizer, info, cfg)
+        if not main:
+            return None
+        unwrapped = base_model
+
+        def write_model(folder: Path):
+            if cfg.mode in ADAPTER_MODES:
+                unwrapped.save_pretrained(folder)
+            else:
+                unwrapped.save_pretrained(folder, state_dict=model_sd)
+                _write_generation_config(folder, tokenizer)
+            tokenizer.save_pretrained(folder, save_jinja_files=False)
+
+        trainer_state = {**state, "step": step, "epoch": stream.epoch_at(step)}
+        path = save_checkpoint(run.checkpoints, step, write_model, optim_sd, trainer_state, cfg.keep_checkpoints)
+        log(f"saved {path.name}")
+        return path
+
+    step = state["step"]
+    bad_in_row = 0
+    window_loss, window_steps, window_tokens = 0.0, 0, 0
+    window_start = time.perf_counter()
+    run_start = time.perf_counter() - state.get("elapsed_s", 0.0)
+    last_status = 0.0
+    last_eval: dict = {}
+    model.train()
+    stopped = False
+
+    while step < max_steps:
+        lr = lr_at(step, max_steps, cfg.optim.lr, warmup, cfg.optim.min_lr_ratio)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        step_loss, step_tokens, finite = 0.0, 0, True
+        micro = list(stream.micro_batches(step))
+        for i, batch in enumerate(micro):
+            batch = _to(batch, device)
+            sync = i == len(micro) - 1 or not hasattr(model, "no_sync")
+            with (contextlib.nullcontext() if sync else model.no_sync()):
+                with precision.autocast():
+                    loss = compute_loss(model, batch)
+                if not torch.isfinite(loss):
+                    finite = False
+                    break
+                scaler.scale(loss / len(micro)).backward()
+            step_loss += loss.item() / len(micro)
+            step_tokens += int(batch["attention_mask"].sum()) if "attention_mask" in batch else batch["input_ids"].numel()
+        grad_norm = float("nan")
+        if finite:
+            scaler.unscale_(optimizer)
+            params = trainable_parameters(base_model)
+            if cfg.optim.grad_clip > 0:
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip))
+            else:
+                grad_norm = float(torch.norm(torch.stack([p.grad.norm() for p in params if p.grad is not None])))
+            finite = math.isfinite(grad_norm) or scaler.is_enabled()
+        finite = dist.mean(1.0 if finite else 0.0, info) == 1.0
+        if not finite:
+            optimizer.zero_grad(set_to_none=True)
+            if scaler.is_enabled():
+                scaler.update()
+            bad_in_row += 1
+            log(f"step {step}: non-finite loss or gradient, step skipped ({bad_in_row} in a row)")
+            if bad_in_row >= cfg.max_bad_steps:
+                raise TrainingError(
+                    f"the loss or gradients were NaN/Inf for {bad_in_row} steps in a row (at step {step}); "
+                    "the run stopped. Lower optim.lr, use precision fp32, or check the data; "
+                    "the last checkpoint is kept")
+            continue
+        bad_in_row = 0
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        step_loss = dist.mean(step_loss, info)
+        step_tokens = int(dist.mean(step_tokens, info) * info.world)
+        state["step"], state["tokens_seen"] = step, state["tokens_seen"] + step_tokens
+        window_loss += step_loss
+        window_steps += 1
+        window_tokens += step_tokens
+        last = step == max_steps
+
+        now = time.perf_counter()
+        elapsed = now - run_start
+        state["elapsed_s"] = elapsed
+        tokens_per_s = window_tokens / max(now - window_start, 1e-9)
+        eta = (max_steps - step) * (now - window_start) / max(window_steps, 1)
+        if step % cfg.log_every == 0 or last:
+            record = {"step": step, "loss": window_loss / window_steps, "lr": lr, "grad_norm": grad_norm,
+                      "tokens_per_s": tokens_per_s, "mfu": fpt * tokens_per_s / peak,
+                      "tokens": state["tokens_seen"], "epoch": stream.epoch_at(step), "elapsed_s": elapsed}
+            if main:
+                run.append_metrics(record)
+            window_loss, window_steps, window_tokens, window_start = 0.0, 0, 0, time.perf_counter()
+        if progress and main:
+            progress(step, max_steps, {"loss": step_loss, "lr": lr, "tokens_per_s": tokens_per_s, "eta_s": eta})
+        if step % eval_every == 0 or last:
+            last_eval = do_eval(step)
+        stop_now = stop.requested or (info.enabled and dist.mean(float(stop.requested), info) > 0)
+        if step % save_every == 0 or last or stop_now:
+            do_save(step)
+        if main and (now - last_status > 1.0 or last or stop_now):
+            last_status = now
+            run.write_status(step=step, total=max_steps, loss=step_loss, lr=lr, tokens_per_s=tokens_per_s,
+                             eta_s=eta, elapsed_s=elapsed, tokens=state["tokens_seen"],
+                             epoch=stream.epoch_at(step), **{k: v for k, v in last_eval.items() if k != "step"})
+        if stop_now and not last:
+            stopped = True
+            break
+
+    final = latest_checkpoint(run.checkpoints) if main else None
+    if main:
+        if stopped:
+            log(f"stopped at step {step} (checkpoint saved); resume with --resume")
+        else:
+            log(f"finished: {step} steps in {state['elapsed_s']:.0f}s")
+        return run.write_status(state="stopped" if stopped else "finished", step=step, total=max_steps,
+                                final_checkpoint=str(final) if final else None,
+                                eta_s=0 if not stopped else None)
+    return {}
+
+
+def _write_generation_config(folder: Path, tokenizer) -> None:
+    from transformers import GenerationConfig
+
+    eos = [tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
+    eos = [i for i in eos if i is not None and i >= 0]
+    GenerationConfig(bos_token_id=tokenizer.bos_token_id, eos_token_id=eos or tokenizer.eos_token_id,
+                     pad_token_id=tokenizer.pad_token_id, do_sample=True, temperature=0.8, top_p=0.9,
+                     top_k=40, repetition_penalty=1.1, max_new_tokens=256).save_pretrained(folder)
+
+
+def _is_fsdp(cfg, info) -> bool:
+    return info.enabled and cfg.distributed == "fsdp"
+
+
+def _full_model_state(model, base_model, info, cfg) -> dict | None:
+    if _is_fsdp(cfg, info):
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        if getattr(base_model.config, "tie_word_embeddings", False):
+            full.pop("lm_head.weight", None)  # gathered as a separate copy; it is the embedding
+        return full
+    if cfg.mode in ADAPTER_MODES:
+        return None
+    return {k: v for k, v in base_model.state_dict().items()}
+
+
+def _full_optimizer_state(model, optimizer, info, cfg) -> dict:
+    if _is_fsdp(cfg, info):
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+        return get_optimizer_state_dict(model, optimizer,
+                                        options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    return optimizer.state_dict()
+
+
+def _load_optimizer(optimizer, optim_state: dict, model, cfg) -> None:
+    if _is_fsdp(cfg, dist.DistInfo(world=int(os.environ.get("WORLD_SIZE", "1")))):
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+        set_optimizer_state_dict(model, optimizer, optim_state_dict=optim_state,
+                                 options=StateDictOptions(full_state_dict=True))
+        return
+    optimizer.load_state_dict(optim_state)
+
+
+def _load_weights(model, folder: Path, mode: str) -> None:
+    """Put a checkpoint's weights (full model or adapter) into the freshly built model."""
+    from safetensors.torch import load_file
+
+    if mode in ADAPTER_MODES:
+        from peft import set_peft_model_state_dict
+
+        set_peft_model_state_dict(model, load_file(str(folder / "adapter_model.safetensors")))
+        return
+    weights = load_file(str(folder / "model.safetensors"))
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    missing = [k for k in missing if k != "lm_head.weight" or not model.config.tie_word_embeddings]
+    if missing or unexpected:
+        raise TrainingError(f"{folder}: checkpoint does not match the model "
+                            f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
+    if model.config.tie_word_embeddings:
+        model.tie_weights()

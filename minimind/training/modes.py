@@ -1,0 +1,88 @@
+"""What differs between pretrain, full fine-tune, LoRA and QLoRA: how the model is
+built and which weights train. The loop itself is the same for all four."""
+
+from __future__ import annotations
+
+import torch
+
+from ..checkpoint import check_model_folder, load_model
+from ..config import MiniMindConfig
+from ..errors import CheckpointError, ConfigError
+from ..model import MiniMindForCausalLM
+
+ADAPTER_MODES = ("lora", "qlora")
+
+
+def new_model(config, tokenizer) -> MiniMindForCausalLM:
+    """A freshly initialised model of the configured preset, sized to the tokenizer."""
+    try:
+        model_config = MiniMindConfig.from_preset(
+            config.model.preset, vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+            **config.model.overrides)
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"model: {err}") from err
+    torch.manual_seed(config.seed)
+    return MiniMindForCausalLM(model_config)
+
+
+def build_model(config, tokenizer, device: str, precision_dtype: torch.dtype):
+    """The model to train, on `device`, with only the weights of this mode trainable."""
+    mode = config.mode
+    if mode == "pretrain" and not config.model.init_from:
+        return new_model(config, tokenizer).to(device)
+    if mode == "qlora":
+        model = _load_4bit(config.model.init_from, precision_dtype, device)
+    else:
+        model = load_model(config.model.init_from, device=device).train()
+    if len(tokenizer) > model.config.vocab_size:
+        raise ConfigError(f"the tokenizer has {len(tokenizer)} tokens but the model only "
+                          f"{model.config.vocab_size}: use the model's own tokenizer")
+    if mode in ADAPTER_MODES:
+        model = add_lora(model, config, qlora=mode == "qlora")
+    return model
+
+
+def _load_4bit(path: str, compute_dtype: torch.dtype, device: str):
+    from peft import prepare_model_for_kbit_training
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+    import minimind  # noqa: F401  (Auto-class registration)
+
+    folder = check_model_folder(path)
+    quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                               bnb_4bit_compute_dtype=compute_dtype, bnb_4bit_use_double_quant=True)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(folder, quantization_config=quant, dtype=compute_dtype,
+                                                     device_map={"": device}, use_safetensors=True)
+    except (OSError, ValueError, RuntimeError, ImportError) as err:
+        raise CheckpointError(f"{folder}: cannot load it in 4-bit ({err})") from err
+    return prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+
+
+def add_lora(model, config, qlora: bool = False):
+    """Freeze the base and add LoRA adapters on the configured linear layers."""
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(config.seed)
+    lora = LoraConfig(r=config.lora.rank, lora_alpha=config.lora.alpha, lora_dropout=config.lora.dropout,
+                      target_modules=list(config.lora.target_modules), task_type="CAUSAL_LM", bias="none")
+    peft_model = get_peft_model(model, lora)
+    # peft records the folder the base came from: the saved adapter names its base.
+    peft_model.peft_config["default"].base_model_name_or_path = str(config.model.init_from)
+    return peft_model
+
+
+def trainable_parameters(model) -> list[torch.nn.Parameter]:
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def count_parameters(model) -> tuple[int, int]:
+    """(trainable, total) parameter counts; 4-bit weights count as their logical size."""
+    trainable = total = 0
+    for p in model.parameters():
+        n = p.numel() * (2 if p.dtype == torch.uint8 else 1)  # packed NF4: two weights per byte
+        total += n
+        if p.requires_grad:
+            trainable += n
+    return trainable, total

@@ -1,0 +1,45 @@
+"""Throughput accounting: FLOPs per token of a decoder and the matmul peak of this device,
+so the log can report model FLOPs utilisation (MFU) against a peak measured here."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+
+def flops_per_token(config, seq_len: int, trainable_fraction: float = 1.0) -> float:
+    """Training FLOPs per token: 6·N for the matmuls (N excludes the embedding lookup but
+    includes the LM head) plus the attention scores, 6·2·L·d·T/2 for causal attention.
+    With frozen weights (LoRA) the weight-gradient third drops out: 4·N."""
+    d, layers = config.hidden_size, config.num_hidden_layers
+    kv = config.num_key_value_heads * config.head_dim
+    q = config.num_attention_heads * config.head_dim
+    experts = config.num_experts_per_tok if getattr(config, "use_moe", False) else 1
+    per_layer = d * (q + 2 * kv) + q * d + 3 * d * config.intermediate_size * experts
+    n = layers * per_layer + d * config.vocab_size
+    factor = 6.0 if trainable_fraction >= 0.5 else 4.0
+    attention = 6 * layers * q * seq_len  # 2 matmuls × (fwd + 2 bwd) × T/2 causal × 2 flops
+    return factor * n + attention
+
+
+def matmul_peak_flops(device: str, dtype: torch.dtype, size: int = 1024, seconds: float = 0.3) -> float:
+    """Sustained FLOP/s of square matmuls in `dtype` on `device`, measured now."""
+    a = torch.randn(size, size, device=device).to(dtype)
+    b = torch.randn(size, size, device=device).to(dtype)
+    for _ in range(3):
+        a @ b
+    _sync(device)
+    n, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        a @ b
+        n += 1
+        if n % 4 == 0:
+            _sync(device)
+    _sync(device)
+    return 2 * size ** 3 * n / (time.perf_counter() - start)
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()

@@ -1,0 +1,71 @@
+"""Device and mixed-precision choice: bf16 autocast where the hardware has bf16,
+fp16 + GradScaler on older GPUs, fp32 otherwise (the user can force any)."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def pick_device(preference: str = "auto") -> str:
+    if preference != "auto":
+        return preference
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def cpu_has_bf16() -> bool:
+    """True when the CPU has native bf16 matmul instructions (AVX512-BF16 or AMX)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def bf16_supported(device: str) -> bool:
+    if device.startswith("cuda"):
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    if device == "cpu":
+        return cpu_has_bf16()
+    return False
+
+
+@dataclass
+class Precision:
+    """How the forward pass runs and whether gradients need loss scaling."""
+
+    name: str            # bf16 | fp16 | fp32
+    device_type: str     # cpu | cuda | mps
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return DTYPES[self.name]
+
+    def autocast(self):
+        if self.name == "fp32":
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device_type, dtype=self.dtype)
+
+    def grad_scaler(self):
+        """A GradScaler for fp16 on CUDA (bf16 and fp32 need none)."""
+        enabled = self.name == "fp16" and self.device_type == "cuda"
+        return torch.amp.GradScaler("cuda", enabled=enabled)
+
+
+def describe(device: str, precision: str) -> str:
+    if device.startswith("cuda"):
+        name = torch.cuda.get_device_name(torch.device(device))
+    elif device == "cpu":
+        name = f"CPU ({torch.get_num_threads()} threads{', bf16' if cpu_has_bf16() else ''})"
+    else:
+        name = device.upper()
+    return f"{name}, {precision}"

@@ -1,0 +1,164 @@
+"""The trainer, for real on tiny data: config, modes, run folder, masking, NaN guard."""
+
+import json
+import math
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from minimind.checkpoint import load_model
+from minimind.errors import ConfigError, TrainingError
+from minimind.training import RunDir, TrainConfig, train
+from minimind.training import loop as training_loop
+from minimind.training.schedule import lr_at
+from helpers import shared_corpus
+from training_helpers import losses, make_config, save_base_model, write_chat_corpus, write_text_corpus
+
+
+def test_config_round_trips_and_validates(tmp_path):
+    cfg = TrainConfig.from_dict({"mode": "lora", "model": {"init_from": "base"}, "data": {"files": ["a.txt"]},
+                                 "lora": {"rank": 8}})
+    for name in ("run.yaml", "run.json"):
+        cfg.save(tmp_path / name)
+        assert TrainConfig.load(tmp_path / name) == cfg
+    assert cfg.with_overrides(["optim.lr=3e-4", "lora.target_modules=[q_proj,v_proj]"]).optim.lr == 3e-4
+    with pytest.raises(ConfigError, match="lora.rank must be 1..256"):
+        TrainConfig.from_dict({"mode": "lora", "model": {"init_from": "b"}, "data": {"files": ["a"]},
+                               "lora": {"rank": 0}}).validate()
+    with pytest.raises(ConfigError, match="unknown config key"):
+        TrainConfig.from_dict({"optim": {"learning_rate": 1}})
+    with pytest.raises(ConfigError, match="set model.init_from"):
+        TrainConfig.from_dict({"mode": "sft", "data": {"files": ["a"]}}).validate()
+    resolved = TrainConfig.from_dict({"data": {"files": ["a"]}}).resolved("cpu", bf16_ok=True)
+    assert resolved.precision == "bf16" and resolved.optim.lr > 0 and resolved.batch_size > 0
+    assert TrainConfig.from_dict({"data": {"files": ["a"]}}).resolved("cpu", bf16_ok=False).precision == "fp32"
+
+
+def test_schedule_warms_up_then_decays_to_the_floor():
+    lrs = [lr_at(s, 100, 1.0, 10, 0.1) for s in range(100)]
+    assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
+    assert all(a >= b for a, b in zip(lrs[9:], lrs[10:]))
+    assert lrs[-1] == pytest.approx(0.1, abs=1e-3)
+
+
+def test_pretrain_writes_a_complete_run_folder(tmp_path, tokenizer_dir):
+    corpus = write_text_corpus(tmp_path)
+    cfg = make_config(tmp_path, [corpus], model__tokenizer=str(tokenizer_dir), max_steps=5, eval_every=2,
+                      save_every=2, keep_checkpoints=2)
+    status = train(cfg)
+    run = RunDir(tmp_path / "run")
+    assert status["state"] == "finished" and status["step"] == 5
+    assert TrainConfig.load(run.config_file).max_steps == 5
+    records = run.read_metrics()
+    assert {"step", "loss", "lr", "grad_norm", "tokens_per_s", "mfu", "elapsed_s"} <= set(records[0])
+    assert any("val_bpc" in r for r in records) and records[-1]["step"] == 5
+    ckpts = sorted(p.name for p in run.checkpoints.iterdir())
+    assert ckpts == ["step-4", "step-5"]  # last two kept, final one always saved
+    final = run.checkpoints / "step-5"
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                 "generation_config.json", "trainer/state.json", "trainer/optimizer.safetensors"):
+        assert (final / name).is_file(), name
+    model = load_model(final)
+    assert model.config.vocab_size == 512
+    assert "finished" in run.log_file.read_text()
+
+
+def test_nano_pretrain_on_tang_lowers_validation_loss(tmp_path):
+    tang = shared_corpus("tang_poems.jsonl")
+    slice_ = tmp_path / "tang_slice.jsonl"
+    slice_.write_text("".join(tang.open(encoding="utf-8").readlines()[:1500]), encoding="utf-8")
+    cfg = make_config(tmp_path, [slice_], model__overrides={}, model__vocab_size=800, max_steps=100,
+                      batch_size=8, data__seq_len=64, eval_every=25, eval_batches=8, log_every=10,
+                      precision="auto", optim__lr=3e-3, data__val_fraction=0.05)
+    train(cfg)
+    evals = [r for r in RunDir(tmp_path / "run").read_metrics() if "val_loss" in r]
+    first, last = evals[0]["val_loss"], evals[-1]["val_loss"]
+    print("tang nano val loss by step:", [(r["step"], round(r["val_loss"], 3)) for r in evals])
+    assert last < first - 0.5 and last < math.log(800) - 1.5
+
+
+def test_sft_trains_only_on_assistant_tokens(tmp_path, tokenizer):
+    base = save_base_model(tmp_path / "base", tokenizer)
+    chat = write_chat_corpus(tmp_path)
+    cfg = make_config(tmp_path, [chat], mode="sft", model__init_from=str(base), data__seq_len=96, max_steps=2)
+    corpus = training_loop._prepare_data(cfg.resolved("cpu", False), tokenizer, training_loop.dist.DistInfo())
+    row = corpus.train[0]
+    kept = [i for i, lab in zip(row["input_ids"], row["labels"]) if lab != -100]
+    assert tokenizer.decode(kept).endswith("<|im_end|>")
+    assert "user" not in tokenizer.decode(kept) and "詩人" not in tokenizer.decode(kept)
+    # the loss the loop computes is the cross-entropy over those positions only
+    model = load_model(base)
+    batch = training_loop.BatchStream(corpus.train, 2, 1, 0, 0).micro_batches(0).__next__()
+    loss = training_loop.compute_loss(model, batch)
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask")).logits
+    target = batch["labels"][:, 1:]
+    keep = target != -100
+    manual = torch.nn.functional.cross_entropy(logits[:, :-1][keep], target[keep])
+    torch.testing.assert_close(loss, manual)
+    assert train(cfg)["state"] == "finished"
+
+
+def test_lora_changes_only_adapter_weights_and_reloads(tmp_path, tokenizer):
+    from peft import PeftModel
+
+    base = save_base_model(tmp_path / "base", tokenizer)
+    chat = write_chat_corpus(tmp_path)
+    cfg = make_config(tmp_path, [chat], mode="lora", model__init_from=str(base), data__seq_len=96,
+                      max_steps=4, lora__rank=4, lora__dropout=0.0, optim__lr=1e-2)
+    status = train(cfg)
+    adapter = tmp_path / "run" / "checkpoints" / "step-4"
+    assert (adapter / "adapter_config.json").is_file() and (adapter / "adapter_model.safetensors").is_file()
+    assert json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"] == str(base)
+    saved = load_file(str(adapter / "adapter_model.safetensors"))
+    assert saved and all("lora_" in k for k in saved)
+    assert any(v.abs().sum() > 0 for k, v in saved.items() if "lora_B" in k)  # adapters learned something
+    # the base weights on disk are untouched, and base + adapter reload gives the trained logits
+    before = load_file(str(base / "model.safetensors"))
+    reloaded = PeftModel.from_pretrained(load_model(base), str(adapter)).eval()
+    via_ours = load_model(adapter)  # an adapter folder names its base
+    ids = torch.randint(5, 512, (1, 20))
+    with torch.no_grad():
+        a, b = reloaded(input_ids=ids).logits, via_ours(input_ids=ids).logits
+        plain = load_model(base)(input_ids=ids).logits
+    torch.testing.assert_close(a, b)
+    assert (a - plain).abs().max() > 1e-4
+    after = load_file(str(base / "model.safetensors"))
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert status["trainable_params"] < status["params"] / 5
+
+
+def test_qlora_runs_two_steps_on_cpu(tmp_path, tokenizer):
+    base = save_base_model(tmp_path / "base", tokenizer)
+    chat = write_chat_corpus(tmp_path)
+    cfg = make_config(tmp_path, [chat], mode="qlora", model__init_from=str(base), data__seq_len=96,
+                      max_steps=2, lora__rank=4, precision="bf16")
+    status = train(cfg)
+    assert status["state"] == "finished" and status["step"] == 2
+    assert all(math.isfinite(v) for v in losses(tmp_path / "run").values())
+    assert (tmp_path / "run" / "checkpoints" / "step-2" / "adapter_model.safetensors").is_file()
+
+
+def test_nan_loss_is_skipped_then_stops_with_a_clear_error(tmp_path, tokenizer_dir, monkeypatch):
+    corpus = write_text_corpus(tmp_path)
+    real = training_loop.compute_loss
+    calls = {"n": 0}
+
+    def sometimes_nan(model, batch):
+        calls["n"] += 1
+        loss = real(model, batch)
+        return loss * float("nan") if calls["n"] in (2, 3) else loss
+
+    monkeypatch.setattr(training_loop, "compute_loss", sometimes_nan)
+    cfg = make_config(tmp_path, [corpus], model__tokenizer=str(tokenizer_dir), max_steps=4, max_bad_steps=3)
+    status = train(cfg)
+    assert status["state"] == "finished" and status["step"] == 4
+    assert "step skipped (2 in a row)" in RunDir(tmp_path / "run").log_file.read_text()
+
+    monkeypatch.setattr(training_loop, "compute_loss", lambda m, b: real(m, b) * float("nan"))
+    cfg2 = make_config(tmp_path / "again", [corpus], model__tokenizer=str(tokenizer_dir), max_steps=4,
+                       max_bad_steps=3)
+    with pytest.raises(TrainingError, match="NaN/Inf for 3 steps in a row"):
+        train(cfg2)
+    status = RunDir(tmp_path / "again" / "run").read_status()
+    assert status["state"] == "failed" and "NaN/Inf" in status["error"]

@@ -1,0 +1,48 @@
+"""torchrun: 2 CPU processes (gloo) see the same global batch as one process with a 2x batch."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from safetensors.torch import load_file
+
+from minimind.training import RunDir, train
+from helpers import ROOT
+from training_helpers import losses, make_config, write_text_corpus
+
+
+def _torchrun(config_path, run_dir, *extra):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "-m", "minimind", "train", "--config", str(config_path), "--run-dir", str(run_dir),
+           "--no-progress", *extra]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return out
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_two_process_run_matches_one_process_with_the_same_global_batch(tmp_path, tokenizer_dir, strategy):
+    corpus = write_text_corpus(tmp_path)
+    single = make_config(tmp_path / "one", [corpus], model__tokenizer=str(tokenizer_dir), max_steps=4,
+                         batch_size=4, save_every=2)
+    train(single)
+
+    multi = make_config(tmp_path / "two", [corpus], model__tokenizer=str(tokenizer_dir), max_steps=4,
+                        batch_size=2, save_every=2, distributed=strategy)
+    multi.save(tmp_path / "multi.yaml")
+    _torchrun(tmp_path / "multi.yaml", tmp_path / "two" / "run")
+
+    one, two = losses(tmp_path / "one" / "run"), losses(tmp_path / "two" / "run")
+    assert sorted(one) == sorted(two) == [1, 2, 3, 4]
+    for step in one:
+        assert abs(one[step] - two[step]) < 1e-4, (step, one[step], two[step])
+    run = RunDir(tmp_path / "two" / "run")
+    assert run.read_status()["state"] == "finished" and run.read_status()["world"] == 2
+    # only rank 0 wrote files: one log, one set of checkpoints with complete model folders
+    assert sorted(p.name for p in run.checkpoints.iterdir()) == ["step-2", "step-4"]
+    a = load_file(str(tmp_path / "one" / "run" / "checkpoints" / "step-4" / "model.safetensors"))
+    b = load_file(str(run.checkpoints / "step-4" / "model.safetensors"))
+    assert a.keys() == b.keys()
+    assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-4

@@ -1,0 +1,91 @@
+"""Stop, kill and resume: an interrupted run continues exactly where it was."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from minimind.training import RunDir, train
+from helpers import ROOT
+from training_helpers import losses, make_config, write_text_corpus
+
+
+def test_stopped_and_resumed_run_matches_an_uninterrupted_one(tmp_path, tokenizer_dir):
+    corpus = write_text_corpus(tmp_path)
+    common = dict(model__tokenizer=str(tokenizer_dir), max_steps=12, optim__warmup_steps=3)
+    whole = make_config(tmp_path / "a", [corpus], **common)
+    train(whole)
+
+    split = make_config(tmp_path / "b", [corpus], **common)
+
+    def stop_at_5(step, total, info):
+        if step == 5:
+            os.kill(os.getpid(), signal.SIGTERM)  # what `kill` or the Stop button sends
+
+    status = train(split, progress=stop_at_5)
+    assert status["state"] == "stopped" and status["step"] == 5
+    assert (tmp_path / "b" / "run" / "checkpoints" / "step-5").is_dir()
+    status = train(split, resume=True)
+    assert status["state"] == "finished" and status["step"] == 12
+
+    a, b = losses(tmp_path / "a" / "run"), losses(tmp_path / "b" / "run")
+    assert sorted(a) == sorted(b) == list(range(1, 13))
+    for step in a:
+        assert abs(a[step] - b[step]) < 1e-5, (step, a[step], b[step])
+
+
+KILLABLE = """
+import sys, time
+sys.path.insert(0, {tests!r})
+import minimind.training.checkpoint as ckpt
+from minimind.training import TrainConfig, train
+
+real_save_file = ckpt.save_file
+def slow_save_file(*args, **kwargs):  # widen the window in which a save is half written
+    time.sleep(3)
+    return real_save_file(*args, **kwargs)
+ckpt.save_file = slow_save_file
+train(TrainConfig.load({config!r}))
+"""
+
+
+def test_kill_9_during_a_save_leaves_a_resumable_run(tmp_path, tokenizer_dir):
+    corpus = write_text_corpus(tmp_path)
+    cfg = make_config(tmp_path, [corpus], model__tokenizer=str(tokenizer_dir), max_steps=8, save_every=2,
+                      keep_checkpoints=3)
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir(parents=True)
+    cfg.save(tmp_path / "cfg.yaml")
+    script = KILLABLE.format(tests=str(ROOT / "tests"), config=str(tmp_path / "cfg.yaml"))
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        deadline = time.time() + 240
+        # wait until step-2 is complete and the save of step-4 is half written
+        while not ((run.checkpoints / "step-2").is_dir() and (run.checkpoints / ".tmp-step-4").is_dir()):
+            assert proc.poll() is None, "training ended before it could be killed"
+            assert time.time() < deadline, "no save in progress was seen"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not (run.checkpoints / "step-4").exists()
+    assert run.read_status()["state"] == "running"  # a killed process cannot say otherwise
+
+    status = train(cfg, resume=True)
+    assert status["state"] == "finished" and status["step"] == 8
+    assert "resumed from step-2" in run.log_file.read_text()
+    assert not any(p.name.startswith(".tmp") for p in run.checkpoints.iterdir())
+    assert sorted(losses(run.path)) == list(range(1, 9))
+
+
+def test_resume_without_a_run_folder_is_a_clear_error(tmp_path, tokenizer_dir):
+    from minimind.errors import TrainingError
+
+    cfg = make_config(tmp_path, [write_text_corpus(tmp_path)], model__tokenizer=str(tokenizer_dir))
+    with pytest.raises(TrainingError, match="nothing to resume"):
+        train(cfg, resume=True)
