@@ -1,0 +1,245 @@
+"""The OpenAI-compatible HTTP API as a FastAPI app: /v1/models, /v1/chat/completions, /v1/completions.
+
+`create_app(registry)` returns an app the `serve` command runs with uvicorn and
+the web app mounts in its own process. Requests are checked here (400 with an
+OpenAI-style body), admitted or refused (429), then generated in worker
+threads (minimind.serving.pool) and answered as JSON or as server-sent events
+(`data: {chunk}` lines ending with `data: [DONE]`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import secrets
+import threading
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from ..errors import MiniMindError, SamplingError
+from ..fast_decode import decoder_for
+from ..generation import Generation, chat, complete, context_size, encode_chat
+from .batcher import DecodeBatcher
+from .pool import GenerationPool, QueueFull
+from .protocol import (ApiError, GenerationRequest, bad_request, chat_chunk, chat_response, completion_chunk,
+                       completion_response, from_sampling_error, new_id, parse_chat, parse_completion,
+                       usage_chunk)
+from .registry import ModelRegistry, ServedModel
+
+
+class Batchers:
+    """One DecodeBatcher per served model, made on first use and remade if the model's
+    weights changed (its decoder was rebuilt)."""
+
+    def __init__(self, max_batch: int, weights: str | None = None):
+        self.max_batch = max_batch
+        self.weights = weights
+        self._by_model: dict[int, DecodeBatcher] = {}
+        self._lock = threading.Lock()
+
+    def get(self, served: ServedModel) -> DecodeBatcher:
+        decoder = decoder_for(served.model, self.weights)
+        with self._lock:
+            batcher = self._by_model.get(id(served.model))
+            if batcher is None or batcher.decoder is not decoder:
+                if batcher is not None:
+                    batcher.close()
+                batcher = self._by_model[id(served.model)] = DecodeBatcher(decoder, self.max_batch)
+            return batcher
+
+    def close(self) -> None:
+        with self._lock:
+            for batcher in self._by_model.values():
+                batcher.close()
+            self._by_model.clear()
+
+
+def create_app(registry: ModelRegistry, api_key: str | None = None, max_queue: int = 32, max_batch: int = 16,
+               weights: str | None = None, prefix: str = "/v1", title: str = "MiniMind API") -> FastAPI:
+    """An app serving `registry`'s models at `{prefix}/models`, `{prefix}/chat/completions` and
+    `{prefix}/completions`.
+
+    api_key:   when set, every request needs `Authorization: Bearer <api_key>` (the `serve`
+               command reads MINIMIND_API_KEY); otherwise the API is open.
+    max_queue: requests running or waiting at once; one more is answered 429 at once.
+    max_batch: sequences one model decodes together per step (continuous batching, see
+               batcher.py); 1 serves requests one at a time, in arrival order.
+    weights:   None (exact), "bf16" or "int8" (faster, approximate): see FastDecoder.
+    To mount it in another app: `host.mount("/v1", create_app(registry, prefix=""))`.
+    """
+    pool = GenerationPool(max_queue=max_queue)
+    batchers = Batchers(max_batch, weights)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        yield
+        pool.shutdown()
+        batchers.close()
+
+    app = FastAPI(title=title, docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    app.state.registry = registry
+    app.state.pool = pool
+    app.state.batchers = batchers
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, err: ApiError):
+        headers = {"Retry-After": "1"} if err.status == 429 else None
+        return JSONResponse(err.body(), status_code=err.status, headers=headers)
+
+    @app.middleware("http")
+    async def _auth(request: Request, call_next):
+        if api_key:
+            given = request.headers.get("authorization", "")
+            token = given[7:].strip() if given[:7].lower() == "bearer " else ""
+            if not secrets.compare_digest(token.encode(), api_key.encode()):
+                err = ApiError(401, "Incorrect or missing API key: send 'Authorization: Bearer <key>' "
+                               "with the key the server was started with (MINIMIND_API_KEY).",
+                               param=None, code="invalid_api_key")
+                return JSONResponse(err.body(), status_code=401, headers={"WWW-Authenticate": "Bearer"})
+        return await call_next(request)
+
+    @app.get(f"{prefix}/models")
+    async def list_models():
+        return {"object": "list", "data": registry.describe()}
+
+    @app.get(prefix + "/models/{name:path}")
+    async def get_model(name: str):
+        for entry in registry.describe():
+            if entry["id"] == name:
+                return entry
+        raise _unknown_model(name, registry)
+
+    @app.post(f"{prefix}/chat/completions")
+    async def chat_completions(request: Request):
+        return await _generate(request, parse_chat, is_chat=True)
+
+    @app.post(f"{prefix}/completions")
+    async def completions(request: Request):
+        return await _generate(request, parse_completion, is_chat=False)
+
+    async def _generate(request: Request, parse, is_chat: bool):
+        req = parse(await _json(request))
+        served = await _served(registry, req.model)
+        try:
+            ticket = pool.admit()
+        except QueueFull as err:
+            raise ApiError(429, str(err), type="rate_limit_error", code="queue_full") from err
+        try:  # off the event loop: the first request of a model builds its decoder
+            generation = await asyncio.to_thread(lambda: _start(served, req, is_chat, batchers.get(served)))
+        except BaseException:
+            ticket.release()
+            raise
+        rid = new_id("chatcmpl" if is_chat else "cmpl")
+        events = pool.stream(ticket, lambda: generation)
+        if req.stream:
+            return StreamingResponse(_sse(events, rid, served.name, req, is_chat), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return await _whole(events, rid, served.name, req, is_chat)
+
+    return app
+
+
+async def _json(request: Request):
+    try:
+        return json.loads(await request.body())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise bad_request(f"the request body is not valid JSON ({err})", None, "invalid_json") from err
+
+
+def _unknown_model(name: str, registry: ModelRegistry) -> ApiError:
+    known = ", ".join(registry.names()) or "none"
+    return ApiError(404, f"The model {name!r} does not exist; served models: {known}", param="model",
+                    code="model_not_found")
+
+
+async def _served(registry: ModelRegistry, name: str) -> ServedModel:
+    if name not in registry:
+        raise _unknown_model(name, registry)
+    try:
+        return await asyncio.to_thread(registry.get, name)
+    except KeyError:
+        raise _unknown_model(name, registry) from None
+    except MiniMindError as err:
+        raise ApiError(500, f"model {name!r} could not be loaded: {err}", type="server_error",
+                       code="model_load_failed") from err
+
+
+def _start(served: ServedModel, req: GenerationRequest, is_chat: bool, engine: DecodeBatcher) -> Generation:
+    """Check the request against the model (context) and create its Generation (no decoding yet)."""
+    model, tokenizer = served.model, served.tokenizer
+    params = req.params
+    try:
+        if not req.max_tokens_given:  # a default answer length: whatever room the context leaves, capped
+            used = len(encode_chat(tokenizer, req.messages)) if is_chat else \
+                len(tokenizer(req.prompt, add_special_tokens=False)["input_ids"]) + 1
+            params = params.replace(max_new_tokens=max(1, min(params.max_new_tokens, context_size(model) - used)))
+        if is_chat:
+            return chat(model, tokenizer, req.messages, params, truncate=False, engine=engine)
+        return complete(model, tokenizer, req.prompt, params, engine=engine)
+    except SamplingError as err:
+        raise from_sampling_error(err) from err
+
+
+def _encode(obj: dict) -> str:
+    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
+
+
+async def _sse(events: AsyncIterator, rid: str, model: str, req: GenerationRequest, is_chat: bool):
+    """Server-sent events: one chunk per text piece, a final chunk with the finish reason,
+    usage when asked for (stream_options.include_usage), then [DONE]."""
+    try:
+        if is_chat:
+            yield _encode(chat_chunk(rid, model, {"role": "assistant", "content": ""}))
+        elif req.echo:
+            yield _encode(completion_chunk(rid, model, req.prompt))
+        async for kind, value in events:
+            if kind == "piece":
+                yield _encode(chat_chunk(rid, model, {"content": value}) if is_chat
+                              else completion_chunk(rid, model, value))
+            elif kind == "error":
+                err = _as_api_error(value)
+                yield _encode(err.body())
+            else:
+                generation: Generation = value
+                yield _encode(chat_chunk(rid, model, {}, generation.finish_reason) if is_chat
+                              else completion_chunk(rid, model, "", generation.finish_reason))
+                if req.include_usage:
+                    kind_name = "chat.completion.chunk" if is_chat else "text_completion"
+                    yield _encode(usage_chunk(rid, model, kind_name, generation.usage))
+        yield "data: [DONE]\n\n"
+    finally:
+        await events.aclose()  # the client left early: stop generating
+
+
+async def _whole(events: AsyncIterator, rid: str, model: str, req: GenerationRequest, is_chat: bool):
+    pieces = []
+    try:
+        async for kind, value in events:
+            if kind == "piece":
+                pieces.append(value)
+            elif kind == "error":
+                raise _as_api_error(value)
+            else:
+                generation: Generation = value
+    finally:
+        await events.aclose()
+    text = "".join(pieces)
+    if is_chat:
+        return chat_response(rid, model, text, generation.finish_reason, generation.usage)
+    return completion_response(rid, model, (req.prompt if req.echo else "") + text, generation.finish_reason,
+                               generation.usage)
+
+
+def _as_api_error(err: Exception) -> ApiError:
+    if isinstance(err, ApiError):
+        return err
+    if isinstance(err, SamplingError):
+        return from_sampling_error(err)
+    if isinstance(err, MiniMindError):
+        return bad_request(str(err), None, None)
+    return ApiError(500, f"generation failed: {type(err).__name__}: {err}", type="server_error",
+                    code="generation_failed")
+
