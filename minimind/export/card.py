@@ -1,0 +1,57 @@
+"""The README.md written beside every export: where it came from, what it is, what it keeps.
+
+A downloaded folder or GGUF file travels without our app, so the card carries
+the facts a person needs to trust it: source checkpoint, format, size, the
+held-out perplexity it keeps against the source's, and how to load it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .formats import FORMATS, Tolerance
+
+
+def human_size(n_bytes: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n_bytes < 1024 or unit == "GB":
+            return f"{n_bytes:.0f} {unit}" if unit == "B" else f"{n_bytes:.1f} {unit}"
+        n_bytes /= 1024
+    return f"{n_bytes:.1f} GB"
+
+
+def render_card(result, tolerance: Tolerance, eval_name: str) -> str:
+    """Markdown for one ExportResult (see exporter.ExportResult)."""
+    spec = FORMATS[result.format]
+    folder = Path(result.folder).name
+    target = Path(result.path).name if result.path != result.folder else folder
+    rows = [("Source checkpoint", f"`{result.source}`"), ("Format", f"`{result.format}`: {spec.summary}")]
+    if result.adapter:
+        rows.append(("LoRA adapter", f"`{result.adapter}`, merged into the weights"))
+    if result.stored_as:
+        rows.append(("Stored as", result.stored_as))
+    if result.dtype and not result.format.startswith("gguf"):
+        rows.append(("Float dtype", result.dtype))
+    rows.append(("Files", ", ".join(f"`{f}`" for f in result.files)))
+    rows.append(("Size", human_size(result.size_bytes)))
+    if result.perplexity is not None:
+        rows.append(("Held-out perplexity", f"{result.perplexity:.4g} (source {result.source_perplexity:.4g}, "
+                                            f"{result.delta:+.2%}) on {eval_name}"))
+        rows.append(("Greedy decoding", f"first {result.greedy_match} of {result.greedy_tokens} tokens identical "
+                                        "to the source on a fixed prompt"))
+        rows.append(("Tolerance", f"{tolerance.why}; perplexity within ±{tolerance.ppl_rel:.2%}, greedy "
+                                  f"tokens may differ only at near-ties under {tolerance.logit_margin:g} logits"))
+    else:
+        rows.append(("Verification", "skipped"))
+    hint = spec.load_hint.replace("FOLDER", repr(folder)).replace("FILE", target)
+    lines = [f"# MiniMind export: {result.format}", "", spec.summary + ".", "",
+             "| | |", "|---|---|", *[f"| {k} | {v} |" for k, v in rows], "",
+             "## Load it", "", "```python" if not result.format.startswith("gguf") else "```", hint, "```", "",
+             "Written and verified by MiniMind Studio (`python -m minimind export`).", ""]
+    return "\n".join(lines)
+
+
+def write_card(folder: Path, result, tolerance: Tolerance, eval_name: str) -> Path:
+    path = Path(folder) / "README.md"
+    path.write_text(render_card(result, tolerance, eval_name), encoding="utf-8")
+    return path

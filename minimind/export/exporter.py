@@ -1,0 +1,210 @@
+"""Run exports: load the source once, write each format, reload and verify it, then publish it.
+
+An export is written to a hidden `.NAME.partial` folder beside its destination
+and moved into place only after verification passed, so the export folder
+never holds a half-written or unverified model. A failed check deletes the
+partial folder and raises `ExportError` with the numbers that failed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import ExportError
+from .card import write_card
+from .formats import DTYPES, FORMATS, tolerance_for
+from .gguf import write_gguf
+from .hf import write_hf
+from .llama import require_dense, write_llama
+from .merged import default_merged_as, write_merged
+from .quantized import write_bnb, write_int8
+from .source import Source, load_source
+from .verify import Reference, as_documents, check, load_export, make_reference
+
+
+@dataclass
+class ExportResult:
+    format: str
+    folder: Path                 # the export's folder (holds README.md)
+    path: Path                   # what to load: the folder, or the .gguf file inside it
+    files: list[str]             # the export's files (README.md aside)
+    size_bytes: int              # their total size
+    source: str                  # the source checkpoint folder
+    adapter: str | None = None   # the LoRA adapter merged in, if any
+    dtype: str | None = None     # float dtype of the unquantized weights
+    stored_as: str | None = None  # the architecture a folder is saved as
+    perplexity: float | None = None
+    source_perplexity: float | None = None
+    delta: float | None = None   # perplexity / source perplexity - 1
+    greedy_match: int | None = None   # leading greedy tokens identical to the source
+    greedy_tokens: int | None = None
+    seconds: float = 0.0         # writing time
+    verify_seconds: float = 0.0
+    error: str | None = None     # set by export_many when this format failed
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def verified(self) -> bool:
+        return self.error is None and self.perplexity is not None
+
+    def as_dict(self) -> dict:
+        out = asdict(self)
+        out.update(folder=str(self.folder), path=str(self.path), verified=self.verified)
+        return out
+
+
+def check_request(formats: Iterable[str], dtype: str | None, merged_as: str | None) -> list[str]:
+    """The format list, or an ExportError naming what is unknown (before any work starts)."""
+    formats = list(formats)
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown or not formats:
+        raise ExportError(f"unknown export format {', '.join(unknown) or '(none)'}; "
+                          f"choose from {', '.join(FORMATS)}")
+    if dtype is not None and dtype not in DTYPES:
+        raise ExportError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
+    if merged_as is not None and merged_as not in ("llama", "hf"):
+        raise ExportError(f"merged exports are saved as 'llama' or 'hf', not {merged_as!r}")
+    return formats
+
+
+def _stored_as(fmt: str, config, merged_as: str | None) -> str:
+    dense = not getattr(config, "use_moe", False)
+    if fmt.startswith("gguf"):
+        return "llama-architecture GGUF"
+    if fmt == "hf" or (fmt == "merged" and (merged_as or default_merged_as(config)) == "hf"):
+        return "MiniMind folder (model_type minimind; `import minimind` before loading)"
+    if fmt in ("llama", "merged") or dense:
+        return "Llama folder (model_type llama; stock transformers)"
+    return "MiniMind folder (model_type minimind; `import minimind` before loading)"
+
+
+def check_applies(fmt: str, src: Source) -> None:
+    """ExportError if `fmt` cannot hold this model (MoE in a Llama format, a merge without adapter)."""
+    if FORMATS[fmt].dense_only:
+        require_dense(src.config, fmt)
+    if fmt == "merged" and src.adapter is None:
+        raise ExportError("format 'merged' needs a LoRA adapter: pass --adapter DIR "
+                          "(or give the adapter folder as --model)")
+
+
+def _write(fmt: str, src: Source, folder: Path, dtype: str | None, merged_as: str | None) -> Path:
+    model, tok = src.model, src.tokenizer
+    check_applies(fmt, src)
+    if fmt == "hf":
+        return write_hf(model, tok, folder, dtype)
+    if fmt == "llama":
+        return write_llama(model, tok, folder, dtype)
+    if fmt == "merged":
+        return write_merged(model, tok, folder, src.adapter, merged_as, dtype)
+    if fmt == "int8":
+        return write_int8(model, tok, folder, dtype)
+    if fmt.startswith("bnb-"):
+        return write_bnb(model, tok, folder, fmt, dtype)
+    return write_gguf(model, tok, folder, fmt.split("-", 1)[1])
+
+
+def _publish(partial: Path, out_dir: Path, overwrite: bool) -> None:
+    if out_dir.exists():
+        if not overwrite:
+            raise ExportError(f"{out_dir} already exists (pass overwrite=True / --overwrite to replace it)")
+        old = out_dir.with_name(f".{out_dir.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        out_dir.rename(old)
+        partial.rename(out_dir)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        partial.rename(out_dir)
+
+
+def export_one(src: Source, reference: Reference | None, fmt: str, out_dir: str | Path, *,
+               dtype: str | None = None, merged_as: str | None = None, overwrite: bool = False,
+               eval_name: str = "the held-out text") -> ExportResult:
+    """Write one format of an already loaded source to `out_dir`, verify it against `reference`."""
+    check_request([fmt], dtype, merged_as)
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not overwrite:
+        raise ExportError(f"{out_dir} already exists (pass overwrite=True / --overwrite to replace it)")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    partial = out_dir.with_name(f".{out_dir.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        start = time.perf_counter()
+        artifact = _write(fmt, src, partial, dtype, merged_as)
+        seconds = time.perf_counter() - start
+        files = sorted(p.name for p in partial.iterdir() if p.is_file() and p.name != "README.md")
+        result = ExportResult(
+            format=fmt, folder=out_dir, path=out_dir / artifact.relative_to(partial) if artifact != partial
+            else out_dir, files=files, size_bytes=sum((partial / f).stat().st_size for f in files),
+            source=str(src.folder), adapter=str(src.adapter) if src.adapter else None,
+            dtype=None if fmt.startswith("gguf") else dtype or "float32",
+            stored_as=_stored_as(fmt, src.config, merged_as), seconds=seconds)
+        tolerance = tolerance_for(fmt, dtype)
+        if reference is not None:
+            start = time.perf_counter()
+            try:
+                model, tokenizer = load_export(fmt, artifact)
+                verdict = check(model, tokenizer, reference, tolerance)
+            except (RuntimeError, ValueError, AssertionError, OSError, KeyError) as err:
+                raise ExportError(f"{fmt} export failed verification: reloading and running it raised "
+                                  f"{type(err).__name__}: {err}") from err
+            result.verify_seconds = time.perf_counter() - start
+            result.perplexity, result.source_perplexity = verdict.perplexity, verdict.source_perplexity
+            result.delta, result.greedy_match = verdict.delta, verdict.greedy_match
+            result.greedy_tokens, result.problems = verdict.greedy_total, verdict.problems
+            if not verdict.passed:
+                raise ExportError(f"{fmt} export failed verification: {'; '.join(verdict.problems)}")
+        _publish(partial, out_dir, overwrite)
+        write_card(out_dir, result, tolerance, eval_name)
+        return result
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def export_many(source: str | Path, formats: Iterable[str], out_root: str | Path, *,
+                adapter: str | Path | None = None, dtype: str | None = None, merged_as: str | None = None,
+                eval_text: str | list[str] | None = None, eval_name: str | None = None, verify: bool = True,
+                overwrite: bool = False,
+                on_result: Callable[[ExportResult], None] | None = None) -> list[ExportResult]:
+    """Export `source` to each format in `out_root/<format>/`, loading and scoring the source once.
+
+    A format that fails (not applicable, or failed verification) gets a result with
+    `error` set and the others still run; any other exception propagates.
+    """
+    formats = check_request(formats, dtype, merged_as)
+    src = load_source(source, adapter)
+    reference = None
+    if verify:
+        reference = make_reference(src.reference_model(), src.tokenizer, as_documents(eval_text))
+    name = eval_name or ("the built-in sample text" if eval_text is None else "the held-out text")
+    results = []
+    for fmt in formats:
+        try:
+            result = export_one(src, reference, fmt, Path(out_root) / fmt, dtype=dtype, merged_as=merged_as,
+                                overwrite=overwrite, eval_name=name)
+        except ExportError as err:
+            result = ExportResult(format=fmt, folder=Path(out_root) / fmt, path=Path(out_root) / fmt, files=[],
+                                  size_bytes=0, source=str(src.folder), error=str(err))
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return results
+
+
+def export(source: str | Path, fmt: str, out_dir: str | Path, *, adapter: str | Path | None = None,
+           dtype: str | None = None, merged_as: str | None = None, eval_text: str | list[str] | None = None,
+           eval_name: str | None = None, verify: bool = True, overwrite: bool = False) -> ExportResult:
+    """Export `source` (a MiniMind folder, or a LoRA adapter folder) as `fmt` into `out_dir`.
+
+    Raises ExportError if the format does not apply or the reloaded export fails verification.
+    """
+    check_request([fmt], dtype, merged_as)
+    src = load_source(source, adapter)
+    check_applies(fmt, src)
+    reference = make_reference(src.reference_model(), src.tokenizer, as_documents(eval_text)) if verify else None
+    name = eval_name or ("the built-in sample text" if eval_text is None else "the held-out text")
+    return export_one(src, reference, fmt, out_dir, dtype=dtype, merged_as=merged_as, overwrite=overwrite,
+                      eval_name=name)

@@ -1,0 +1,89 @@
+"""The export formats: what each one is, how it is loaded back, and how far it may drift.
+
+A tolerance is stated per format so that verification can tell a format's
+expected rounding from a broken export. Greedy decoding is compared with the
+source token by token (teacher-forced, so one divergence does not cascade): a
+position may pick a different token only where the source itself ranked the
+two within `logit_margin` of each other, which is a near-tie the format's
+rounding can flip. Held-out perplexity may move by at most `ppl_rel`
+(relative). The figures were calibrated on tiny and `small` models trained
+briefly; they are loose enough for rounding and tight enough that a wrong
+permutation, a dropped tensor or a mis-scaled weight fails.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    logit_margin: float   # a differing greedy token is accepted only if the source's lead was below this
+    ppl_rel: float        # |perplexity / source perplexity - 1| must stay at or under this
+    why: str              # one line for the model card
+
+
+EXACT = Tolerance(1e-4, 1e-4, "float32 weights are stored unchanged: outputs must match the source exactly")
+HALF = Tolerance(0.05, 0.01, "16-bit float rounding of the weights (about 3 significant digits)")
+BFLOAT = Tolerance(0.3, 0.03, "bfloat16 rounding of the weights (about 2 significant digits)")
+INT8 = Tolerance(0.3, 0.03, "8-bit integer weights with a scale per row or per 32-weight block")
+NF4 = Tolerance(1.5, 0.25, "4-bit NormalFloat weights (16 levels per 64-weight block)")
+
+
+@dataclass(frozen=True)
+class FormatSpec:
+    name: str
+    summary: str          # one line for tables and the model card
+    tolerance: Tolerance
+    load_hint: str        # how a user loads it (shown in the model card)
+    dense_only: bool = False
+
+
+_AUTO = "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+
+FORMATS: dict[str, FormatSpec] = {spec.name: spec for spec in [
+    FormatSpec("hf", "MiniMind Hugging Face folder (safetensors)", EXACT,
+               "import minimind  # registers the MiniMind classes\n" + _AUTO
+               + "model = AutoModelForCausalLM.from_pretrained(FOLDER)\n"
+               "tokenizer = AutoTokenizer.from_pretrained(FOLDER)"),
+    FormatSpec("llama", "stock LlamaForCausalLM folder (safetensors), no MiniMind code needed", EXACT,
+               _AUTO + "model = AutoModelForCausalLM.from_pretrained(FOLDER)  # a LlamaForCausalLM\n"
+               "tokenizer = AutoTokenizer.from_pretrained(FOLDER)", dense_only=True),
+    FormatSpec("merged", "LoRA adapter merged into its base (peft merge_and_unload)", EXACT,
+               _AUTO + "model = AutoModelForCausalLM.from_pretrained(FOLDER)\n"
+               "tokenizer = AutoTokenizer.from_pretrained(FOLDER)"),
+    FormatSpec("int8", "torchao int8 weight-only (per-row scales), safetensors", INT8,
+               _AUTO + "# needs torchao; the quantization config is in config.json\n"
+               "model = AutoModelForCausalLM.from_pretrained(FOLDER, device_map='cpu')\n"
+               "tokenizer = AutoTokenizer.from_pretrained(FOLDER)"),
+    FormatSpec("bnb-8bit", "bitsandbytes LLM.int8 weights, safetensors", INT8,
+               _AUTO + "# needs bitsandbytes; the quantization config is in config.json\n"
+               "model = AutoModelForCausalLM.from_pretrained(FOLDER, device_map='cpu')\n"
+               "tokenizer = AutoTokenizer.from_pretrained(FOLDER)"),
+    FormatSpec("bnb-nf4", "bitsandbytes 4-bit NormalFloat weights, safetensors", NF4,
+               _AUTO + "# needs bitsandbytes; the quantization config is in config.json\n"
+               "model = AutoModelForCausalLM.from_pretrained(FOLDER, device_map='cpu')\n"
+               "tokenizer = AutoTokenizer.from_pretrained(FOLDER)"),
+    FormatSpec("gguf-f16", "llama-architecture GGUF, float16 weights, tokenizer embedded", HALF,
+               "llama-cli -m FILE -cnv          # llama.cpp (chat template is in the file)\n"
+               "# or: Llama(model_path='FILE') with llama-cpp-python; or transformers:\n"
+               + _AUTO + "model = AutoModelForCausalLM.from_pretrained(FOLDER, gguf_file='FILE')",
+               dense_only=True),
+    FormatSpec("gguf-q8_0", "llama-architecture GGUF, Q8_0 weights, tokenizer embedded", INT8,
+               "llama-cli -m FILE -cnv          # llama.cpp (chat template is in the file)\n"
+               "# or: Llama(model_path='FILE') with llama-cpp-python; or transformers:\n"
+               + _AUTO + "model = AutoModelForCausalLM.from_pretrained(FOLDER, gguf_file='FILE')",
+               dense_only=True),
+]}
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def tolerance_for(fmt: str, dtype: str | None) -> Tolerance:
+    """A 16-bit cast of an otherwise exact format is judged as that cast."""
+    spec = FORMATS[fmt]
+    if spec.tolerance is EXACT and dtype == "float16":
+        return HALF
+    if spec.tolerance is EXACT and dtype == "bfloat16":
+        return BFLOAT
+    return spec.tolerance

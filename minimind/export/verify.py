@@ -1,0 +1,181 @@
+"""Prove an export: reload it the way a user would, then compare it with the source.
+
+Three checks, each reported and any of them failing the export:
+1. the tokenizer that ships with the export encodes the held-out text to the
+   same ids as the source tokenizer (it is embedded anew in a GGUF);
+2. greedy decoding from a fixed prompt picks the source's tokens, except at
+   near-ties the format's rounding can flip (see `formats.Tolerance`);
+3. held-out perplexity stays within the format's stated relative delta.
+
+Greedy tokens are compared teacher-forced: the export scores the source's own
+greedy continuation, so the length of the agreeing prefix equals how many
+tokens a free-running greedy decode of the export shares with the source.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from ..errors import ExportError
+from ..evaluate import EvalResult, evaluate_documents
+from .formats import Tolerance
+
+PROMPT_TOKENS = 8    # prompt = end-of-text + the first tokens of the held-out text
+GREEDY_TOKENS = 32   # greedy tokens compared after the prompt
+EVAL_CONTEXT = 512   # window of the perplexity evaluation (same for source and export)
+
+# Used when no held-out text is given: public-domain lines in both of our corpora's languages.
+DEFAULT_EVAL_TEXT = [
+    "床前明月光，疑是地上霜。舉頭望明月，低頭思故鄉。",
+    "白日依山盡，黃河入海流。欲窮千里目，更上一層樓。",
+    "國破山河在，城春草木深。感時花濺淚，恨別鳥驚心。烽火連三月，家書抵萬金。白頭搔更短，渾欲不勝簪。",
+    "千山鳥飛絕，萬徑人蹤滅。孤舟蓑笠翁，獨釣寒江雪。",
+    "Shall I compare thee to a summer's day? Thou art more lovely and more temperate: "
+    "Rough winds do shake the darling buds of May, And summer's lease hath all too short a date.",
+    "To be, or not to be, that is the question: Whether 'tis nobler in the mind to suffer "
+    "The slings and arrows of outrageous fortune, Or to take arms against a sea of troubles.",
+]
+
+
+@dataclass
+class Reference:
+    """What the source model does on the held-out text and the fixed prompt."""
+
+    documents: list[str]
+    document_ids: list[list[int]]  # the documents as the source tokenizer splits them
+    prompt: list[int]
+    greedy: list[int]            # the source's greedy continuation of `prompt`
+    logits: torch.Tensor         # (GREEDY_TOKENS, vocab): source logits that chose `greedy`
+    eval: EvalResult
+    context: int
+
+
+@dataclass
+class Verification:
+    perplexity: float
+    source_perplexity: float
+    delta: float                 # perplexity / source perplexity - 1
+    greedy_match: int            # leading greedy tokens identical to the source's
+    greedy_agree: int            # positions (of `greedy_total`) where the export picks the source's token
+    greedy_total: int
+    tokenizer_ok: bool
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+
+def as_documents(text: str | list[str] | None) -> list[str]:
+    docs = DEFAULT_EVAL_TEXT if text is None else [text] if isinstance(text, str) else list(text)
+    docs = [d for d in docs if d.strip()]
+    if not docs:
+        raise ExportError("the held-out text for verification is empty")
+    return docs
+
+
+@torch.no_grad()
+def _greedy(model, prompt: list[int], n: int) -> list[int]:
+    ids = list(prompt)
+    for _ in range(n):
+        logits = model(input_ids=torch.tensor([ids], device=_device(model))).logits[0, -1]
+        ids.append(int(logits.float().argmax()))
+    return ids[len(prompt):]
+
+
+@torch.no_grad()
+def _forced_logits(model, prompt: list[int], continuation: list[int]) -> torch.Tensor:
+    """(len(continuation), vocab) logits predicting each continuation token from what precedes it."""
+    ids = torch.tensor([prompt + continuation[:-1]], device=_device(model))
+    return model(input_ids=ids).logits[0, len(prompt) - 1:].float().cpu()
+
+
+def _device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+def make_reference(model, tokenizer, text: str | list[str] | None = None) -> Reference:
+    """Score the source once: held-out perplexity, and its greedy answer to the fixed prompt."""
+    documents = as_documents(text)
+    context = min(getattr(model.config, "max_position_embeddings", EVAL_CONTEXT), EVAL_CONTEXT)
+    document_ids = tokenizer(documents, add_special_tokens=False)["input_ids"]
+    prompt = [tokenizer.eos_token_id] + document_ids[0][:PROMPT_TOKENS]
+    greedy = _greedy(model, prompt, GREEDY_TOKENS)
+    logits = _forced_logits(model, prompt, greedy)
+    result = evaluate_documents(model, tokenizer, documents, context=context)
+    return Reference(documents, document_ids, prompt, greedy, logits, result, context)
+
+
+def compare_greedy(reference: Reference, logits: torch.Tensor, tolerance: Tolerance) -> tuple[int, int, list[str]]:
+    """(matching prefix, positions agreeing, problems) of an export's forced logits vs the source's."""
+    picks = logits.argmax(-1).tolist()
+    prefix = next((i for i, (a, b) in enumerate(zip(picks, reference.greedy)) if a != b), len(picks))
+    agree = sum(a == b for a, b in zip(picks, reference.greedy))
+    problems = []
+    for pos, (got, want) in enumerate(zip(picks, reference.greedy)):
+        if got == want:
+            continue
+        lead = float(reference.logits[pos, want] - reference.logits[pos, got])
+        if lead > tolerance.logit_margin:
+            problems.append(f"greedy token {pos + 1} is {got} where the source picks {want}, which it "
+                            f"preferred by {lead:.3g} logits (the format allows near-ties under "
+                            f"{tolerance.logit_margin:g})")
+            break
+    return prefix, agree, problems
+
+
+def check(model, tokenizer, reference: Reference, tolerance: Tolerance) -> Verification:
+    """Compare a reloaded export with the source; `problems` lists every failed check."""
+    problems = []
+    tokenizer_ok = tokenizer(reference.documents, add_special_tokens=False)["input_ids"] == reference.document_ids
+    if not tokenizer_ok:
+        problems.append("the exported tokenizer splits the held-out text differently from the source")
+    with warnings.catch_warnings():  # bitsandbytes warns on every matmul that it casts to float16
+        warnings.simplefilter("ignore", UserWarning)
+        logits = _forced_logits(model, reference.prompt, reference.greedy)
+        result = evaluate_documents(model, tokenizer, reference.documents, context=reference.context)
+    prefix, agree, greedy_problems = compare_greedy(reference, logits, tolerance)
+    problems += greedy_problems
+    delta = result.perplexity / reference.eval.perplexity - 1
+    if not abs(delta) <= tolerance.ppl_rel:  # also catches NaN
+        problems.append(f"held-out perplexity {result.perplexity:.4g} vs {reference.eval.perplexity:.4g} "
+                        f"for the source ({delta:+.2%}; the format allows ±{tolerance.ppl_rel:.2%})")
+    return Verification(result.perplexity, reference.eval.perplexity, delta, prefix, agree,
+                        len(reference.greedy), tokenizer_ok, problems)
+
+
+def load_export(fmt: str, path: Path):
+    """(model, tokenizer) reloaded with each format's natural loader, safetensors/GGUF only."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ..checkpoint import check_model_folder
+
+    if fmt.startswith("gguf"):
+        folder, name = path.parent, path.name
+        config = _gguf_config(path)
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, config=config, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        return model.eval(), tokenizer
+    check_model_folder(path)
+    kwargs = {"device_map": "cpu"} if fmt in ("int8", "bnb-8bit", "bnb-nf4") else {}
+    model = AutoModelForCausalLM.from_pretrained(path, use_safetensors=True, trust_remote_code=False, **kwargs)
+    return model.eval(), AutoTokenizer.from_pretrained(path)
+
+
+def _gguf_config(path: Path):
+    """The config transformers builds from a GGUF, plus the linear rotary scaling it does not read."""
+    import gguf
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+    reader = gguf.GGUFReader(path)
+    kind = reader.get_field("llama.rope.scaling.type")
+    if kind is not None and kind.contents() == "linear":
+        factor = float(reader.get_field("llama.rope.scaling.factor").contents())
+        config.rope_parameters = {"rope_type": "linear", "rope_theta": config.rope_parameters["rope_theta"],
+                                  "factor": factor}
+    return config
