@@ -109,6 +109,10 @@ PRESETS: dict[str, dict] = {
     # FFN 704. CPU demos and tests.
     "nano": dict(hidden_size=256, intermediate_size=704, num_hidden_layers=4,
                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024),
+    # mini: 11.9M parameters (tied, vocab 6400): d=384, 6 layers, 6 query / 2 kv heads, FFN 1024.
+    # Fits in 24 MB as bf16: the size of the shipped models.
+    "mini": dict(hidden_size=384, intermediate_size=1024, num_hidden_layers=6,
+                 num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=1024),
     # small: 25.8M parameters (tied, vocab 6400): d=512, 8 layers, 8 query / 2 kv heads, FFN 1408.
     "small": dict(hidden_size=512, intermediate_size=1408, num_hidden_layers=8,
                   num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=2048),

@@ -210,4 +210,4 @@ def test_text_iterator_streamer_streams_the_generated_text(tiny_model, tokenizer
 
 
 def test_presets_cover_the_documented_names():
-    assert set(PRESETS) == {"nano", "small", "base", "small-moe"}
+    assert set(PRESETS) == {"nano", "mini", "small", "base", "small-moe"}

@@ -162,3 +162,16 @@ def test_nan_loss_is_skipped_then_stops_with_a_clear_error(tmp_path, tokenizer_d
         train(cfg2)
     status = RunDir(tmp_path / "again" / "run").read_status()
     assert status["state"] == "failed" and "NaN/Inf" in status["error"]
+
+
+def test_compiled_layers_train_like_eager_ones(tmp_path, tokenizer_dir):
+    corpus = write_text_corpus(tmp_path)
+    runs = {}
+    for setting in ("off", "on"):
+        cfg = make_config(tmp_path / setting, [corpus], model__tokenizer=str(tokenizer_dir), max_steps=3,
+                          compile=setting)
+        train(cfg)
+        runs[setting] = losses(tmp_path / setting / "run")
+    assert "compiling 2 decoder layers" in RunDir(tmp_path / "on" / "run").log_file.read_text()
+    for step in runs["off"]:
+        assert abs(runs["off"][step] - runs["on"][step]) < 1e-3

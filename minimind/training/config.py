@@ -21,6 +21,7 @@ MODES = ("pretrain", "sft", "lora", "qlora")
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DISTRIBUTED = ("ddp", "fsdp")
+COMPILE = ("auto", "on", "off")
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -82,10 +83,10 @@ class TrainConfig:
     precision: str = "auto"              # auto | bf16 | fp16 | fp32
     device: str = "auto"                 # auto | cpu | cuda | mps
     grad_checkpointing: bool = False     # recompute activations in backward (less memory)
-    compile: bool = False                # torch.compile the model
+    compile: str = "auto"                # torch.compile the decoder layers: on | off | auto (runs of >= 300 steps)
     eval_every: int = 0                  # steps between evaluations (0: ~10 per run)
     eval_batches: int = 20               # validation batches per evaluation (0 = all)
-    log_every: int = 10                  # steps between metrics.jsonl lines
+    log_every: int = 0                   # steps between metrics.jsonl lines (0: ~50 lines a run, at most every 10)
     save_every: int = 0                  # steps between checkpoints (0: ~5 per run)
     keep_checkpoints: int = 2            # newest checkpoints kept on disk
     max_bad_steps: int = 5               # consecutive non-finite losses before giving up
@@ -164,6 +165,7 @@ class TrainConfig:
         need(self.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}")
         need(self.device in DEVICES, f"device must be one of {', '.join(DEVICES)}")
         need(self.distributed in DISTRIBUTED, f"distributed must be one of {', '.join(DISTRIBUTED)}")
+        need(self.compile in COMPILE, f"compile must be one of {', '.join(COMPILE)}")
         need(self.mode == "pretrain" or bool(self.model.init_from),
              f"mode {self.mode} fine-tunes an existing model: set model.init_from to a model folder")
         need(bool(self.data.files), "data.files is empty: name at least one corpus file")
@@ -188,7 +190,7 @@ class TrainConfig:
              + (f" (unknown: {', '.join(sorted(unknown))})" if unknown else ""))
         need(self.keep_checkpoints >= 1, "keep_checkpoints must be >= 1")
         need(self.max_bad_steps >= 1, "max_bad_steps must be >= 1")
-        need(self.log_every >= 1, "log_every must be >= 1")
+        need(self.log_every >= 0, "log_every must be >= 0 (0 = auto)")
 
 
 def _build(cls, raw: Any, where: str):
@@ -204,6 +206,8 @@ def _build(cls, raw: Any, where: str):
         default = fields[name].default_factory() if fields[name].default_factory is not dataclasses.MISSING else None
         if dataclasses.is_dataclass(default):
             kwargs[name] = _build(type(default), value or {}, f"{where}{name}.")
+        elif name == "compile" and isinstance(value, bool):
+            kwargs[name] = "on" if value else "off"  # YAML `compile: true` means on
         else:
             kwargs[name] = _coerce(value, fields[name].type, where + name)
     return cls(**kwargs)

@@ -209,8 +209,6 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
         if cfg.mode in ADAPTER_MODES:
             base_model.enable_input_require_grads()
     model = dist.wrap(base_model, info, cfg.distributed, device)
-    if cfg.compile:
-        model = torch.compile(model)
     optimizer = _optimizer(base_model, cfg, device)
     scaler = precision.grad_scaler()
     stream = BatchStream(corpus.train, cfg.batch_size, cfg.grad_accum, cfg.seed, tokenizer.pad_token_id,
@@ -238,7 +236,9 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
     warmup = cfg.optim.warmup_steps if cfg.optim.warmup_steps is not None else default_warmup(max_steps)
     eval_every = cfg.eval_every or max(1, max_steps // 10)
     save_every = cfg.save_every or max(1, max_steps // 5)
+    log_every = cfg.log_every or max(1, min(10, max_steps // 50))
 
+    compiled = _compile_layers(base_model, cfg, max_steps, log)
     trainable, total_params = count_parameters(base_model)
     model_config = getattr(base_model, "config", None)
     seq_len = cfg.data.seq_len
@@ -310,7 +310,14 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
             sync = i == len(micro) - 1 or not hasattr(model, "no_sync")
             with (contextlib.nullcontext() if sync else model.no_sync()):
                 with precision.autocast():
-                    loss = compute_loss(model, batch)
+                    try:
+                        loss = compute_loss(model, batch)
+                    except Exception as err:  # only a compilation failure is recoverable here
+                        if not compiled or not _is_compile_error(err):
+                            raise
+                        uncompile(compiled, log, err)
+                        compiled = []
+                        loss = compute_loss(model, batch)
                 if not torch.isfinite(loss):
                     finite = False
                     break
@@ -357,7 +364,7 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
         state["elapsed_s"] = elapsed
         tokens_per_s = window_tokens / max(now - window_start, 1e-9)
         eta = (max_steps - step) * (now - window_start) / max(window_steps, 1)
-        if step % cfg.log_every == 0 or last:
+        if step % log_every == 0 or last:
             record = {"step": step, "loss": window_loss / window_steps, "lr": lr, "grad_norm": grad_norm,
                       "tokens_per_s": tokens_per_s, "mfu": fpt * tokens_per_s / peak,
                       "tokens": state["tokens_seen"], "epoch": stream.epoch_at(step), "elapsed_s": elapsed}
@@ -390,6 +397,43 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
                                 final_checkpoint=str(final) if final else None,
                                 eta_s=0 if not stopped else None)
     return {}
+
+
+MIN_STEPS_TO_COMPILE = 300  # compiling costs ~30 s on a CPU: worth it for longer runs only
+
+
+def decoder_layers(model) -> list:
+    """The model's decoder layers, under any peft / DDP wrapping."""
+    for module in model.modules():
+        layers = getattr(module, "layers", None)
+        if isinstance(layers, torch.nn.ModuleList) and len(layers) and hasattr(layers[0], "self_attn"):
+            return list(layers)
+    return []
+
+
+def _compile_layers(model, cfg: TrainConfig, max_steps: int, log) -> list:
+    """torch.compile each decoder layer (regional compilation: one graph, reused by every
+    layer), which fuses the norm, rotary, SwiGLU and residual arithmetic between matmuls."""
+    want = cfg.compile == "on" or (cfg.compile == "auto" and max_steps >= MIN_STEPS_TO_COMPILE
+                                   and cfg.mode != "qlora")
+    if not want:
+        return []
+    layers = decoder_layers(model)
+    for layer in layers:
+        layer.compile()
+    log(f"compiling {len(layers)} decoder layers (torch.compile)")
+    return layers
+
+
+def _is_compile_error(err: Exception) -> bool:
+    return type(err).__module__.startswith(("torch._dynamo", "torch._inductor"))
+
+
+def uncompile(layers: list, log, err: Exception) -> None:
+    """Fall back to eager layers when compilation fails (e.g. no C++ compiler on this machine)."""
+    for layer in layers:
+        layer._compiled_call_impl = None
+    log(f"torch.compile failed ({type(err).__name__}: {str(err).splitlines()[0][:200]}); running eager")
 
 
 def _write_generation_config(folder: Path, tokenizer) -> None:
