@@ -1,0 +1,159 @@
+"""The web app through gradio_client against a live server on 127.0.0.1: every tab's handlers,
+a real LoRA run, chat with its result, an export download, and the bad-input paths."""
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from gradio_client import Client, handle_file
+
+from minimind.training import RunDir
+from webapp.app import build_app
+from webapp.jobs import JobManager
+from webapp.workspace import Workspace, WorkspaceError, safe_name
+from helpers import ROOT
+from webapp_helpers import LiveServer, free_port, make_shipped, wait_for
+
+SAMPLE_CHAT = "Tang poem requests (314 chats, JSONL)"
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory):
+    root = tmp_path_factory.mktemp("studio")
+    shipped = make_shipped(root / "checkpoints")
+    app = build_app(root / "workspace", upload_limit_mb=1, shipped_dir=shipped)
+    with LiveServer(app, free_port()) as server:
+        client = Client(server.url, verbose=False)
+        yield server, client, root / "workspace", shipped / "minimind-tang"
+
+
+def _watch(client, run_id):
+    return client.predict(run_id, api_name="/watch_run")
+
+
+def test_corpus_tab_inspects_a_sample_and_saves_it(studio):
+    _, client, ws, _ = studio
+    summary, hist, samples, problems = client.predict(
+        [], SAMPLE_CHAT, "auto", "", "paragraph", False, api_name="/inspect_corpus")
+    assert "**Kind:** chat" in summary and "**Documents:** 314" in summary
+    assert "Chars/token" in summary  # counted with the shipped tokenizer
+    assert problems == "No problems found."
+    assert hist["data"] and samples["data"]
+    # the inspected files wait in this session; saving copies them into corpora/<name>/
+    message, table = client.predict("tang-chat", "auto", "", "paragraph", False, False, 6400,
+                                    api_name="/save_corpus")
+    assert "Saved corpus **tang-chat**" in message
+    meta = json.loads((ws / "corpora" / "tang-chat" / "corpus.json").read_text())
+    assert meta["files"] == ["tang_chat_sample.jsonl"] and meta["summary"]["documents"] == 314
+    assert list((ws / "uploads").glob("*/tang_chat_sample.jsonl"))
+
+
+def test_corpus_errors_show_file_and_line_not_a_traceback(studio, tmp_path):
+    _, client, _, _ = studio
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "fine"}\n{"text": broken\n', encoding="utf-8")
+    summary, _, _, problems = client.predict([handle_file(str(bad))], None, "auto", "", "paragraph", True,
+                                             api_name="/inspect_corpus")
+    assert "cannot be used" in summary
+    assert "bad.jsonl" in problems and "line 2" in problems and "Traceback" not in problems
+    exe = tmp_path / "tool.exe"
+    exe.write_bytes(b"MZ\x00\x00")
+    with pytest.raises(Exception, match="Invalid file type|not accepted"):
+        client.predict([handle_file(str(exe))], None, "auto", "", "paragraph", True, api_name="/inspect_corpus")
+    big = tmp_path / "big.txt"
+    big.write_text("x" * (2 * 1024 * 1024), encoding="utf-8")
+    with pytest.raises(Exception):  # over the 1 MB limit of this server: refused before any work
+        client.predict([handle_file(str(big))], None, "auto", "", "paragraph", True, api_name="/inspect_corpus")
+
+
+def test_lora_run_then_chat_with_it_then_export_and_download(studio):
+    server, client, ws, shipped = studio
+    if not (ws / "corpora" / "tang-chat").is_dir():
+        test_corpus_tab_inspects_a_sample_and_saves_it(studio)
+    inputs = [str(shipped), "lora", "tang-chat", 3, 4, 64, 1e-3, 1, "auto", 4, 8, 0]
+    estimate = client.predict(*inputs, api_name="/estimate")
+    assert "parameters" in estimate and "tokens per epoch" in estimate and "steps" in estimate
+    run_choice, message = client.predict(*inputs, api_name="/start_training")
+    run_id = run_choice if isinstance(run_choice, str) else run_choice["value"]
+    assert "Queued" in message
+    run = RunDir(ws / "runs" / run_id)
+    wait_for(lambda: run.read_status().get("state") in ("finished", "failed"), timeout=600, what="the LoRA run")
+    status = run.read_status()
+    assert status["state"] == "finished", status.get("error")
+    progress, facts, curve, log, runs, queue, _ = _watch(client, run_id)
+    assert "step 3/3" in progress and "finished" in facts
+    assert curve["data"] and "train" in json.dumps(curve["data"])
+    adapter = Path(status["final_checkpoint"])
+    assert (adapter / "adapter_config.json").is_file()
+
+    # chat with base + adapter (a finished run's model), streaming through the handler
+    controls = [str(adapter), str(shipped), False, "你是詩人", 0.0, 0.9, 0, 12, 1.0]
+    _, history, _ = client.predict("寫一首詩", [], [], *controls, api_name="/chat")
+    assert history[-1]["role"] == "assistant" and history[-1]["content"]
+    # side by side: the same message to base and fine-tuned model
+    side = [str(shipped), str(adapter), True] + controls[3:]
+    _, a, b = client.predict("續寫：床前明月光", [], [], *side, api_name="/chat")
+    assert a[-1]["role"] == b[-1]["role"] == "assistant"
+    # a model that is not offered is refused
+    with pytest.raises(Exception, match="not one of"):
+        client.predict("hi", [], [], "/etc", *controls[1:], api_name="/chat")
+
+    # the API lists the finished run next to the shipped model
+    names = [m["id"] for m in httpx.get(f"{server.url}/v1/models").json()["data"]]
+    wait_for(lambda: f"run-{run_id}" in [m["id"] for m in httpx.get(f"{server.url}/v1/models").json()["data"]],
+             timeout=30, what="the run in /v1/models")
+    assert "minimind-tang" in names
+
+    table, files, message = client.predict(str(adapter), ["merged", "gguf-f16"], None, api_name="/export")
+    rows = {r[0]: r for r in table["data"]}
+    assert set(rows) == {"merged", "gguf-f16"} and all(r[-1] == "verified" for r in rows.values())
+    downloaded = [Path(f) for f in files]
+    assert any(p.suffix == ".gguf" and p.stat().st_size > 0 for p in downloaded)
+    assert any(p.suffix == ".zip" for p in downloaded)
+
+
+def test_one_job_per_device_others_queue_and_a_crash_shows_failed(tmp_path):
+    ws = Workspace(tmp_path / "ws")
+    jobs = JobManager(ws)
+    corpus = ROOT / "samples" / "shakespeare_sample.txt"
+    from minimind.training import TrainConfig
+
+    def config(steps):
+        return TrainConfig.from_dict({"mode": "pretrain", "max_steps": steps, "batch_size": 2,
+                                      "model": {"preset": "nano", "vocab_size": 300,
+                                                "overrides": {"hidden_size": 64, "num_hidden_layers": 2,
+                                                              "intermediate_size": 128}},
+                                      "data": {"files": [str(corpus)], "seq_len": 32}, "precision": "fp32"})
+
+    first = jobs.submit(config(100000))
+    second = jobs.submit(config(2))
+    assert RunDir(ws.runs / first).read_status()["state"] == "running"
+    assert RunDir(ws.runs / second).read_status()["state"] == "queued" and jobs.queue() == [second]
+    assert jobs.pump() is None  # still busy: a second click cannot start a second job
+    pid = RunDir(ws.runs / first).read_status()["pid"]
+    wait_for(lambda: (ws.runs / first / "checkpoints").is_dir() and RunDir(ws.runs / first).read_metrics(),
+             timeout=300, what="the first run to train")
+    os.kill(pid, signal.SIGKILL)  # a crash the child cannot report
+    wait_for(lambda: (jobs.pump() or True) and RunDir(ws.runs / first).read_status()["state"] == "failed",
+             timeout=60, what="the crash to be noticed")
+    assert "ended unexpectedly" in RunDir(ws.runs / first).read_status()["error"]
+    wait_for(lambda: (jobs.pump() or True) and RunDir(ws.runs / second).read_status()["state"] == "finished",
+             timeout=300, what="the queued run to start and finish")
+
+
+def test_names_and_paths_stay_inside_the_workspace(tmp_path):
+    ws = Workspace(tmp_path / "ws")
+    assert safe_name("../../etc/passwd") == "passwd"
+    assert safe_name("..\\..\\boot.ini") == "boot.ini"
+    with pytest.raises(WorkspaceError):
+        safe_name("../..")
+    with pytest.raises(WorkspaceError, match="outside the workspace"):
+        ws.inside("../elsewhere")
+    evil = tmp_path / "x.jsonl"
+    evil.write_text('{"text": "a"}\n')
+    stored = ws.store_upload(evil, "../../../evil.jsonl")
+    assert stored.name == "evil.jsonl" and ws.root in stored.resolve().parents

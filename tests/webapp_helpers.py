@@ -1,0 +1,61 @@
+"""A live MiniMind Studio server for tests: real uvicorn on 127.0.0.1, tiny shipped model."""
+
+import socket
+import threading
+import time
+from pathlib import Path
+
+import torch
+import uvicorn
+
+from minimind import MiniMindForCausalLM
+from minimind.tokenizer import build_tokenizer
+from helpers import SAMPLE_TEXTS, tiny_config
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_shipped(folder: Path) -> Path:
+    """checkpoints/-like folder with one tiny chat-capable model named minimind-tang."""
+    target = folder / "minimind-tang"
+    tokenizer = build_tokenizer(SAMPLE_TEXTS, vocab_size=512, min_frequency=1)
+    torch.manual_seed(0)
+    model = MiniMindForCausalLM(tiny_config(vocab_size=len(tokenizer), max_position_embeddings=512))
+    model.save_pretrained(target)
+    tokenizer.save_pretrained(target, save_jinja_files=False)
+    return folder
+
+
+class LiveServer:
+    def __init__(self, app, port: int):
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        deadline = time.time() + 60
+        while not self.server.started:
+            if time.time() > deadline:
+                raise RuntimeError("server did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+def wait_for(predicate, timeout: float = 300, every: float = 0.5, what: str = "condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}")

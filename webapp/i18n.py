@@ -1,0 +1,63 @@
+"""The page's fixed text in English and Chinese. Gradio picks the language from the
+browser's locale; messages computed on the server (stats, errors) stay English."""
+
+import gradio as gr
+
+EN = {
+    "title": "MiniMind Studio",
+    "subtitle": "Train a small language model from nothing, fine-tune it, chat with it, export it.",
+    "tab_corpus": "Corpus", "tab_train": "Train", "tab_chat": "Chat", "tab_export": "Export",
+    "upload": "Upload corpus files (.txt .md .jsonl .json .csv .parquet)",
+    "sample": "…or use a bundled sample", "use_sample": "Use sample",
+    "kind": "Kind", "text_field": "Text field (records)", "split": "Documents in .txt/.md",
+    "strict": "Strict (stop at the first bad record)", "inspect": "Inspect",
+    "stats": "Statistics", "histogram": "Document lengths", "samples": "Samples", "problems": "Errors and skipped records",
+    "train_tokenizer": "Also train a tokenizer on it", "vocab": "Vocabulary size",
+    "corpus_name": "Corpus name", "save_corpus": "Save corpus", "saved_corpora": "Saved corpora",
+    "device": "Device", "base": "Start from", "mode": "Mode", "corpus": "Corpus",
+    "max_steps": "Steps", "batch_size": "Batch size", "seq_len": "Sequence length", "lr": "Learning rate",
+    "grad_accum": "Gradient accumulation", "precision": "Precision", "lora_rank": "LoRA rank",
+    "lora_alpha": "LoRA alpha", "eval_every": "Evaluate every (steps, 0 = auto)",
+    "estimate": "Estimate size and time", "start": "Start training", "stop": "Stop", "resume": "Resume",
+    "progress": "Progress", "loss_curve": "Loss (train and validation)", "log": "Log", "runs": "Runs",
+    "run": "Run", "queue": "Queue", "refresh": "Refresh",
+    "model": "Model", "model_b": "Second model", "system": "System prompt", "temperature": "Temperature",
+    "top_p": "Top-p", "top_k": "Top-k", "max_new_tokens": "Max new tokens",
+    "repetition_penalty": "Repetition penalty", "message": "Message", "send": "Send",
+    "regenerate": "Regenerate", "clear": "Clear", "side_by_side": "Side by side (two models)",
+    "formats": "Formats", "eval_file": "Held-out text for perplexity (optional)", "export": "Export",
+    "results": "Results", "downloads": "Downloads", "api": "OpenAI-compatible API",
+}
+
+ZH = {
+    "title": "MiniMind 工作室",
+    "subtitle": "从零训练一个小语言模型，微调它，与它对话，导出它。",
+    "tab_corpus": "语料", "tab_train": "训练", "tab_chat": "对话", "tab_export": "导出",
+    "upload": "上传语料文件（.txt .md .jsonl .json .csv .parquet）",
+    "sample": "……或使用内置示例", "use_sample": "使用示例",
+    "kind": "类型", "text_field": "文本字段（记录）", "split": ".txt/.md 文档划分",
+    "strict": "严格模式（遇到第一条错误记录即停止）", "inspect": "检查",
+    "stats": "统计", "histogram": "文档长度", "samples": "样例", "problems": "错误与跳过的记录",
+    "train_tokenizer": "同时训练分词器", "vocab": "词表大小",
+    "corpus_name": "语料名称", "save_corpus": "保存语料", "saved_corpora": "已保存的语料",
+    "device": "设备", "base": "起点模型", "mode": "模式", "corpus": "语料",
+    "max_steps": "步数", "batch_size": "批大小", "seq_len": "序列长度", "lr": "学习率",
+    "grad_accum": "梯度累积", "precision": "精度", "lora_rank": "LoRA 秩",
+    "lora_alpha": "LoRA alpha", "eval_every": "每隔多少步评估（0 = 自动）",
+    "estimate": "估算规模与时间", "start": "开始训练", "stop": "停止", "resume": "继续",
+    "progress": "进度", "loss_curve": "损失（训练与验证）", "log": "日志", "runs": "训练记录",
+    "run": "训练", "queue": "队列", "refresh": "刷新",
+    "model": "模型", "model_b": "第二个模型", "system": "系统提示", "temperature": "温度",
+    "top_p": "Top-p", "top_k": "Top-k", "max_new_tokens": "最多生成词元数",
+    "repetition_penalty": "重复惩罚", "message": "消息", "send": "发送",
+    "regenerate": "重新生成", "clear": "清空", "side_by_side": "并排对比（两个模型）",
+    "formats": "格式", "eval_file": "用于困惑度的留出文本（可选）", "export": "导出",
+    "results": "结果", "downloads": "下载", "api": "OpenAI 兼容接口",
+}
+
+I18N = gr.I18n(en=EN, zh=ZH, **{"zh-CN": ZH, "zh-TW": ZH})
+
+
+def t(key: str):
+    """A label translated in the browser."""
+    return I18N(key)

@@ -1,0 +1,205 @@
+"""Training jobs as child processes (`python -m minimind train`), watched through run folders.
+
+The queue is the run folders themselves: a run whose status.json says
+"queued" waits; one job runs per device at a time. Because all state is on
+disk, a page reload or an app restart finds running jobs again (reattach), and
+a child that died without saying so (crash, kill -9, reboot) is marked failed
+with its last checkpoint kept for a resume. A file lock makes the
+"is anything running? then start the next one" step atomic, so two browsers
+cannot start two jobs on one device.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from minimind.training import RunDir, TrainConfig
+from minimind.training.checkpoint import latest_checkpoint
+
+from .workspace import Workspace, WorkspaceError
+
+ACTIVE = ("running", "stopping")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie or a recycled pid is not our trainer
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat.split(")")[-1].split()[0] == "Z":
+            return False
+        return b"minimind" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True
+
+
+def _rounded(value, digits: int = 4):
+    return round(value, digits) if isinstance(value, (int, float)) else value
+
+
+class JobManager:
+    def __init__(self, workspace: Workspace, poll_seconds: float = 2.0):
+        self.workspace = workspace
+        self.poll_seconds = poll_seconds
+        self._children: dict[str, subprocess.Popen] = {}
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.on_tick: list = []  # called after every scheduler pass (e.g. to refresh the API's models)
+
+    # ---- queries ---------------------------------------------------------------
+
+    def runs(self) -> list[RunDir]:
+        """Every run folder, newest first."""
+        found = [RunDir(p) for p in self.workspace.runs.iterdir() if (p / "config.yaml").is_file()]
+        return sorted(found, key=lambda r: r.path.name, reverse=True)
+
+    def table(self) -> list[dict]:
+        rows = []
+        for run in self.runs():
+            s = run.read_status()
+            rows.append({"run": run.path.name, "state": s.get("state", "?"), "mode": s.get("mode", ""),
+                         "step": f"{s.get('step', 0)}/{s.get('total', '?')}",
+                         "val_loss": _rounded(s.get("val_loss")), "val_bpc": _rounded(s.get("val_bpc")),
+                         "error": s.get("error") or ""})
+        return rows
+
+    def queue(self) -> list[str]:
+        queued = [r for r in self.runs() if r.read_status().get("state") == "queued"]
+        return [r.path.name for r in sorted(queued, key=lambda r: r.read_status().get("queued_at", 0))]
+
+    def active(self) -> RunDir | None:
+        for run in self.runs():
+            if run.read_status().get("state") in ACTIVE:
+                return run
+        return None
+
+    def finished_models(self) -> list[tuple[str, Path]]:
+        """(label, model folder) of every finished or stopped run with a checkpoint."""
+        out = []
+        for run in self.runs():
+            s = run.read_status()
+            ckpt = latest_checkpoint(run.checkpoints)
+            if s.get("state") in ("finished", "stopped") and ckpt is not None:
+                out.append((f"run {run.path.name} ({s.get('mode', '')}, step {ckpt.name[5:]})", ckpt))
+        return out
+
+    # ---- actions ---------------------------------------------------------------
+
+    def submit(self, config: TrainConfig, label: str = "") -> str:
+        """Queue a new run; it starts as soon as the device is free."""
+        path = self.workspace.new_run_dir(label or config.mode)
+        config.run_dir = str(path)
+        config.data.cache_dir = config.data.cache_dir or str(self.workspace.cache)
+        config.validate()
+        run = RunDir(path).create()
+        config.save(run.config_file)
+        run.write_status(state="queued", mode=config.mode, queued_at=time.time(), step=0,
+                         total=config.max_steps or None, resume=False)
+        self.pump()
+        return path.name
+
+    def stop(self, run_id: str) -> str:
+        run = RunDir(self.workspace.run_dir(run_id))
+        state = run.read_status().get("state")
+        if state == "queued":
+            run.write_status(state="stopped", error=None)
+            return f"{run_id} removed from the queue"
+        if state == "running":
+            pid = run.read_status().get("pid")
+            if _pid_alive(pid):
+                os.kill(pid, signal.SIGTERM)
+                run.write_status(state="stopping")
+                return f"{run_id} is saving a checkpoint and stopping"
+        return f"{run_id} is not running ({state})"
+
+    def resume(self, run_id: str) -> str:
+        run = RunDir(self.workspace.run_dir(run_id))
+        state = run.read_status().get("state")
+        if state not in ("stopped", "failed"):
+            raise WorkspaceError(f"{run_id} is {state}; only a stopped or failed run can be resumed")
+        run.write_status(state="queued", queued_at=time.time(), resume=True, error=None)
+        self.pump()
+        return f"{run_id} queued to resume"
+
+    # ---- the scheduler -------------------------------------------------------
+
+    @contextmanager
+    def _lock(self):
+        with open(self.workspace.root / "jobs.lock", "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def refresh(self) -> None:
+        """Reap finished children and mark runs whose process vanished as failed."""
+        for run_id, proc in list(self._children.items()):
+            if proc.poll() is not None:
+                del self._children[run_id]
+        for run in self.runs():
+            status = run.read_status()
+            if status.get("state") in ACTIVE and not _pid_alive(status.get("pid")):
+                ckpt = latest_checkpoint(run.checkpoints)
+                keep = f"; its last checkpoint ({ckpt.name}) is kept and it can be resumed" if ckpt else ""
+                run.write_status(state="failed", error=status.get("error") or
+                                 f"the training process ended unexpectedly (see train.log){keep}")
+
+    def pump(self) -> str | None:
+        """Start the oldest queued run if nothing is running. Returns the started run's id."""
+        with self._lock():
+            self.refresh()
+            if self.active() is not None:
+                return None
+            queued = self.queue()
+            if not queued:
+                return None
+            return self._launch(RunDir(self.workspace.runs / queued[0]))
+
+    def _launch(self, run: RunDir) -> str:
+        resume = bool(run.read_status().get("resume"))
+        cmd = [sys.executable, "-m", "minimind", "train", "--run-dir", str(run.path), "--no-progress"]
+        cmd += ["--resume"] if resume else ["--config", str(run.config_file)]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        out = open(run.path / "stdout.log", "a")
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        out.close()
+        self._children[run.path.name] = proc
+        run.write_status(state="running", pid=proc.pid, started=time.time())
+        return run.path.name
+
+    def start_background(self) -> None:
+        """Keep the queue moving even when no page is open."""
+        if self._thread is not None:
+            return
+
+        def loop():
+            while not self._stop.wait(self.poll_seconds):
+                try:
+                    self.pump()
+                    for callback in self.on_tick:
+                        callback()
+                except Exception:  # never let the scheduler thread die
+                    pass
+
+        self._thread = threading.Thread(target=loop, name="minimind-jobs", daemon=True)
+        self._thread.start()
+
+    def shutdown(self) -> None:
+        self._stop.set()

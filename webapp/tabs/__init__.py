@@ -1,0 +1,1 @@
+"""One module per tab: its layout and its event handlers, nothing else."""

@@ -1,0 +1,132 @@
+"""Chat tab: stream answers from the shipped model, a finished run or a LoRA run (base +
+adapter), with sampling controls; side by side, one message goes to two models."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from minimind.generation import SamplingParams, chat
+
+from ..context import AppContext, user_errors, user_errors_gen
+from ..i18n import t
+
+
+def _messages(history: list[dict], system: str) -> list[dict]:
+    msgs = [{"role": "system", "content": system.strip()}] if system and system.strip() else []
+    for turn in history:
+        content = turn.get("content")
+        if isinstance(content, list):  # gradio may hand back structured content
+            content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+        if turn.get("role") in ("user", "assistant") and isinstance(content, str):
+            msgs.append({"role": turn["role"], "content": content})
+    return msgs
+
+
+def _params(temperature, top_p, top_k, max_new, repetition) -> SamplingParams:
+    return SamplingParams(temperature=float(temperature), top_p=float(top_p), top_k=int(top_k),
+                          max_new_tokens=int(max_new), repetition_penalty=float(repetition))
+
+
+def _answer(ctx: AppContext, model_path: str, history: list[dict], system: str, params: SamplingParams):
+    """Yields the growing history with the assistant's answer streaming in."""
+    model, tokenizer = ctx.models.get(ctx.known_model(model_path))
+    generation = chat(model, tokenizer, _messages(history, system), params)
+    note = (f"\n\n_(the {generation.dropped_turns} oldest turns were left out to fit the context)_"
+            if generation.dropped_turns else "")
+    history = history + [{"role": "assistant", "content": ""}]
+    text = ""
+    for piece in generation:
+        text += piece
+        history[-1] = {"role": "assistant", "content": text}
+        yield history
+    history[-1] = {"role": "assistant", "content": (text or "…") + note}
+    yield history
+
+
+def respond(ctx: AppContext, message, history, history_b, model, model_b, side_by_side, system,
+            temperature, top_p, top_k, max_new, repetition):
+    """Send `message` (to two models side by side when asked) and stream the answers."""
+    if not message or not message.strip():
+        raise gr.Error("type a message first", print_exception=False)
+    params = _params(temperature, top_p, top_k, max_new, repetition)
+    history = (history or []) + [{"role": "user", "content": message}]
+    history_b = (history_b or []) + [{"role": "user", "content": message}] if side_by_side else history_b or []
+    yield "", history, history_b
+    yield from _stream_both(ctx, history, history_b, model, model_b if side_by_side else None, system, params)
+
+
+def _stream_both(ctx, history, history_b, model, model_b, system, params):
+    """Advance both answers in turn so they stream at the same time."""
+    streams = [_answer(ctx, model, history, system, params)]
+    if model_b:
+        streams.append(_answer(ctx, model_b, history_b, system, params))
+    latest = [history, history_b]
+    live = list(range(len(streams)))
+    while live:
+        for i in list(live):
+            try:
+                latest[i] = next(streams[i])
+            except StopIteration:
+                live.remove(i)
+        yield "", latest[0], latest[1]
+
+
+def regenerate(ctx: AppContext, history, history_b, model, model_b, side_by_side, system,
+               temperature, top_p, top_k, max_new, repetition):
+    """Drop the last answer(s) and ask again with the same last message."""
+    def trimmed(h):
+        h = list(h or [])
+        while h and h[-1].get("role") == "assistant":
+            h.pop()
+        return h
+
+    history, history_b = trimmed(history), trimmed(history_b)
+    if not history:
+        raise gr.Error("nothing to regenerate yet", print_exception=False)
+    params = _params(temperature, top_p, top_k, max_new, repetition)
+    yield from _stream_both(ctx, history, history_b if side_by_side else [], model,
+                            model_b if side_by_side else None, system, params)
+
+
+def build(ctx: AppContext) -> None:
+    choices = ctx.model_choices()
+    default = choices[0][1] if choices else None
+    with gr.Row():
+        model = gr.Dropdown(choices, value=default, label=t("model"), elem_id="chat-model", scale=3,
+                            allow_custom_value=True)
+        side_by_side = gr.Checkbox(value=False, label=t("side_by_side"), elem_id="chat-side-by-side")
+        model_b = gr.Dropdown(choices, value=default, label=t("model_b"), visible=False, scale=3,
+                              allow_custom_value=True)
+    system = gr.Textbox(label=t("system"), placeholder="你是一位唐代诗人。", lines=1)
+    with gr.Row():
+        temperature = gr.Slider(0.0, 2.0, value=0.8, step=0.05, label=t("temperature"))
+        top_p = gr.Slider(0.05, 1.0, value=0.9, step=0.05, label=t("top_p"))
+        top_k = gr.Slider(0, 200, value=40, step=1, label=t("top_k"))
+        max_new = gr.Slider(8, 1024, value=128, step=8, label=t("max_new_tokens"))
+        repetition = gr.Slider(1.0, 2.0, value=1.1, step=0.05, label=t("repetition_penalty"))
+    with gr.Row():
+        chatbot = gr.Chatbot(label="A", height=420, elem_id="chatbot")
+        chatbot_b = gr.Chatbot(label="B", height=420, visible=False, elem_id="chatbot-b")
+    message = gr.Textbox(label=t("message"), placeholder="以《春夜》为题写一首五言绝句", elem_id="chat-input")
+    with gr.Row():
+        send = gr.Button(t("send"), variant="primary", elem_id="chat-send")
+        regen = gr.Button(t("regenerate"), elem_id="chat-regenerate")
+        clear = gr.Button(t("clear"), elem_id="chat-clear")
+
+    side_by_side.change(lambda on: (gr.update(visible=on), gr.update(visible=on)), [side_by_side],
+                        [model_b, chatbot_b], api_name=False)
+    controls = [model, model_b, side_by_side, system, temperature, top_p, top_k, max_new, repetition]
+    handler = user_errors_gen(lambda *a: respond(ctx, *a))
+    send.click(handler, [message, chatbot, chatbot_b] + controls, [message, chatbot, chatbot_b], api_name="chat")
+    message.submit(handler, [message, chatbot, chatbot_b] + controls, [message, chatbot, chatbot_b],
+                   api_name=False)
+    regen.click(user_errors_gen(lambda *a: regenerate(ctx, *a)), [chatbot, chatbot_b] + controls,
+                [message, chatbot, chatbot_b], api_name="regenerate")
+    clear.click(lambda: ("", [], []), None, [message, chatbot, chatbot_b], api_name="clear_chat")
+
+    def refresh():
+        fresh = ctx.model_choices()
+        return gr.update(choices=fresh), gr.update(choices=fresh)
+
+    model.focus(refresh, None, [model, model_b], api_name=False)
+    model_b.focus(refresh, None, [model, model_b], api_name=False)

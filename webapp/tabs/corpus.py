@@ -1,0 +1,147 @@
+"""Corpus tab: upload files (or pick a sample), see what they hold and every problem,
+optionally train a tokenizer, and save them as a named corpus for the Train tab."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from minimind.data import DataConfig, inspect_corpus
+from minimind.errors import CorpusError
+
+from ..context import SAMPLES, SAMPLES_DIR, AppContext, user_errors
+from ..i18n import t
+from ..workspace import WorkspaceError
+
+
+def _data_config(ctx: AppContext, kind, text_field, split, strict) -> DataConfig:
+    return DataConfig(kind=kind, text_field=(text_field or "").strip() or None, split=split, strict=bool(strict),
+                      cache_dir=str(ctx.workspace.cache), root=str(ctx.workspace.root))
+
+
+def stored_files(ctx: AppContext, uploads, sample: str | None) -> list[str]:
+    """Copy uploads (or the chosen sample, with its license) into the workspace; return their paths."""
+    paths = []
+    for item in uploads or []:
+        path = Path(getattr(item, "name", item))
+        paths.append(str(ctx.workspace.store_upload(path, path.name)))
+    if not paths and sample:
+        if sample not in SAMPLES:
+            raise WorkspaceError(f"unknown sample {sample!r}")
+        stored = ctx.workspace.store_upload(SAMPLES_DIR / SAMPLES[sample])
+        for license_file in SAMPLES_DIR.glob("LICENSE*"):
+            shutil.copyfile(license_file, stored.parent / license_file.name)
+        paths.append(str(stored))
+    if not paths:
+        raise WorkspaceError("upload at least one file or pick a sample")
+    return paths
+
+
+def _tokenizer(ctx: AppContext):
+    from minimind.tokenizer import load_tokenizer
+
+    for path in ctx.shipped().values():
+        if (path / "tokenizer.json").is_file():
+            return load_tokenizer(path)
+    return None
+
+
+def inspect(ctx: AppContext, uploads, sample, kind, text_field, split, strict):
+    """(summary, histogram, samples, problems, stored files) for the page."""
+    files = stored_files(ctx, uploads, sample)
+    try:
+        stats = inspect_corpus(files, _data_config(ctx, kind, text_field, split, strict), _tokenizer(ctx))
+    except CorpusError as err:
+        return ("**This corpus cannot be used yet.**", _histogram(None), _samples([]),
+                f"❌ {err}", files)
+    rows = [f"**Kind:** {stats.kind}", f"**Documents:** {stats.documents:,}",
+            f"**Characters:** {stats.characters:,}"]
+    if stats.tokens is not None:
+        rows += [f"**Tokens** (shipped tokenizer): {stats.tokens:,}", f"**Chars/token:** {stats.chars_per_token:.2f}"]
+    rows += [f"- {Path(f.name).name}: {f.format}, {f.encoding or 'binary'}, {f.documents:,} documents"
+             for f in stats.files]
+    problems = []
+    if stats.skipped_count:
+        problems.append(f"Skipped {stats.skipped_count:,} bad records:")
+        problems += [f"- {s}" for s in stats.skipped]
+    problems += [f"- ⚠️ {w}" for w in stats.warnings]
+    if stats.empty:
+        problems.append(f"- {stats.empty:,} empty documents dropped")
+    return ("\n\n".join(rows), _histogram(stats.length_histogram), _samples(stats.samples),
+            "\n".join(problems) or "No problems found.", files)
+
+
+def _histogram(hist) -> pd.DataFrame:
+    if not hist or not hist.counts:
+        return pd.DataFrame({"length": [], "documents": []})
+    labels = [f"{hist.edges[i]:.0f}-{hist.edges[i + 1]:.0f}" for i in range(len(hist.counts))]
+    return pd.DataFrame({"length": labels, "documents": hist.counts})
+
+
+def _samples(samples: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({"sample": samples})
+
+
+def save(ctx: AppContext, name, files, kind, text_field, split, strict, train_tok, vocab):
+    """Save the inspected files as a named corpus (and train its tokenizer when asked)."""
+    from minimind.tokenizer import train_tokenizer
+
+    if not files:
+        raise WorkspaceError("inspect a corpus first, then save it")
+    config = _data_config(ctx, kind, text_field, split, strict)
+    stats = inspect_corpus(files, config)
+    settings = {"kind": kind, "text_field": config.text_field, "split": split, "strict": bool(strict)}
+    summary = {"kind": stats.kind, "documents": stats.documents, "characters": stats.characters}
+    folder = ctx.workspace.save_corpus(name or Path(files[0]).stem, [Path(f) for f in files], settings, summary)
+    message = f"Saved corpus **{folder.name}** ({stats.documents:,} documents)."
+    if train_tok:
+        stored = [str(folder / Path(f).name) for f in files]
+        _, report = train_tokenizer(stored, int(vocab), out_dir=folder / "tokenizer", text_field=config.text_field)
+        message += (f" Tokenizer: {report.vocab_size:,} tokens, {report.chars_per_token:.2f} chars/token, "
+                    f"trained in {report.seconds:.1f}s.")
+    return message, corpora_table(ctx)
+
+
+def corpora_table(ctx: AppContext) -> pd.DataFrame:
+    rows = [{"corpus": c["name"], "kind": c.get("summary", {}).get("kind", ""),
+             "documents": c.get("summary", {}).get("documents", 0),
+             "tokenizer": "yes" if (ctx.workspace.corpora / c["name"] / "tokenizer" / "tokenizer.json").is_file() else ""}
+            for c in ctx.workspace.list_corpora()]
+    return pd.DataFrame(rows or [{"corpus": "", "kind": "", "documents": 0, "tokenizer": ""}])
+
+
+def build(ctx: AppContext) -> None:
+    files_state = gr.State([])
+    with gr.Row():
+        with gr.Column(scale=2):
+            uploads = gr.File(label=t("upload"), file_count="multiple",
+                              file_types=[".txt", ".md", ".jsonl", ".json", ".csv", ".parquet"])
+        with gr.Column(scale=1):
+            sample = gr.Dropdown(list(SAMPLES), value=None, label=t("sample"))
+            kind = gr.Dropdown(["auto", "text", "chat", "instruction"], value="auto", label=t("kind"))
+            text_field = gr.Textbox(label=t("text_field"), placeholder="text")
+            split = gr.Radio(["paragraph", "line"], value="paragraph", label=t("split"))
+            strict = gr.Checkbox(value=False, label=t("strict"))
+    inspect_btn = gr.Button(t("inspect"), variant="primary", elem_id="inspect-btn")
+    with gr.Row():
+        summary = gr.Markdown(elem_id="corpus-summary")
+        histogram = gr.BarPlot(x="length", y="documents", label=t("histogram"), sort=None, height=240)
+    samples = gr.Dataframe(label=t("samples"), wrap=True, max_height=240)
+    problems = gr.Markdown(elem_id="corpus-problems")
+    with gr.Row():
+        name = gr.Textbox(label=t("corpus_name"), placeholder="my-corpus")
+        train_tok = gr.Checkbox(value=False, label=t("train_tokenizer"))
+        vocab = gr.Number(value=6400, precision=0, label=t("vocab"))
+        save_btn = gr.Button(t("save_corpus"), elem_id="save-corpus-btn")
+    saved_msg = gr.Markdown(elem_id="corpus-saved")
+    saved = gr.Dataframe(value=lambda: corpora_table(ctx), label=t("saved_corpora"), interactive=False)
+
+    inspect_btn.click(user_errors(lambda *a: inspect(ctx, *a)),
+                      [uploads, sample, kind, text_field, split, strict],
+                      [summary, histogram, samples, problems, files_state], api_name="inspect_corpus")
+    save_btn.click(user_errors(lambda *a: save(ctx, *a)),
+                   [name, files_state, kind, text_field, split, strict, train_tok, vocab],
+                   [saved_msg, saved], api_name="save_corpus")

@@ -1,0 +1,79 @@
+"""Export tab: pick a model and formats; every export is reloaded and scored, shown as a
+table (size, held-out perplexity, change against the source) and offered for download."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from minimind.export import FORMATS, export_many
+
+from ..context import AppContext, user_errors
+from ..i18n import t
+
+DEFAULT_FORMATS = ["hf", "gguf-q8_0"]
+
+
+def _eval_text(ctx: AppContext, eval_file) -> tuple[list[str] | None, str]:
+    """Held-out documents: the uploaded file's, else a slice of the bundled Tang sample."""
+    from minimind.data import iter_texts
+
+    if eval_file:
+        path = ctx.workspace.store_upload(Path(getattr(eval_file, "name", eval_file)))
+        docs = []
+        for text in iter_texts([str(path)]):
+            docs.append(text)
+            if sum(map(len, docs)) > 20_000:
+                break
+        return docs, path.name
+    return None, "the built-in sample text"
+
+
+def run_export(ctx: AppContext, model_path, formats, eval_file):
+    model_path = ctx.known_model(model_path)
+    if not formats:
+        raise gr.Error("choose at least one format", print_exception=False)
+    docs, eval_name = _eval_text(ctx, eval_file)
+    out_root = ctx.workspace.new_export_dir(Path(model_path).parent.parent.name if "checkpoints" in model_path
+                                            else Path(model_path).name)
+    results = export_many(model_path, formats, out_root, eval_text=docs, eval_name=eval_name)
+    rows, downloads = [], []
+    for r in results:
+        rows.append({"format": r.format, "size MB": round(r.size_bytes / 2**20, 2) if r.size_bytes else None,
+                     "perplexity": round(r.perplexity, 3) if r.perplexity else None,
+                     "source perplexity": round(r.source_perplexity, 3) if r.source_perplexity else None,
+                     "delta %": round(100 * r.delta, 2) if r.delta is not None else None,
+                     "greedy match": f"{r.greedy_match}/{r.greedy_tokens}" if r.greedy_tokens else "",
+                     "status": "verified" if r.verified else f"failed: {r.error}"})
+        if r.verified:
+            downloads.append(str(_downloadable(r)))
+    return pd.DataFrame(rows), downloads, f"Exports written to `{out_root.relative_to(ctx.workspace.root)}`."
+
+
+def _downloadable(result) -> Path:
+    """A GGUF file as is; a folder format as one zip archive beside it."""
+    if Path(result.path).is_file():
+        return Path(result.path)
+    archive = shutil.make_archive(str(result.folder), "zip", root_dir=result.folder)
+    return Path(archive)
+
+
+def build(ctx: AppContext) -> None:
+    choices = ctx.model_choices()
+    with gr.Row():
+        model = gr.Dropdown(choices, value=choices[0][1] if choices else None, label=t("model"),
+                            elem_id="export-model", scale=2, allow_custom_value=True)
+        formats = gr.CheckboxGroup(list(FORMATS), value=DEFAULT_FORMATS, label=t("formats"),
+                                   elem_id="export-formats", scale=3)
+    eval_file = gr.File(label=t("eval_file"), file_count="single",
+                        file_types=[".txt", ".md", ".jsonl", ".json", ".csv", ".parquet"])
+    go = gr.Button(t("export"), variant="primary", elem_id="export-btn")
+    message = gr.Markdown(elem_id="export-message")
+    table = gr.Dataframe(label=t("results"), interactive=False, elem_id="export-table")
+    files = gr.File(label=t("downloads"), file_count="multiple", interactive=False, elem_id="export-files")
+    go.click(user_errors(lambda *a: run_export(ctx, *a)), [model, formats, eval_file], [table, files, message],
+             api_name="export")
+    model.focus(lambda: gr.update(choices=ctx.model_choices()), None, [model], api_name=False)

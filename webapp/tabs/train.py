@@ -1,0 +1,230 @@
+"""Train tab: pick a base, a mode and a corpus; see size and ETA; start, watch, stop, resume.
+
+Training runs as a child process (`python -m minimind train`); this tab only
+writes a config, asks the job manager to queue it, and reads the run folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from minimind.config import PRESETS
+from minimind.training import RunDir, TrainConfig
+from minimind.training.estimate import estimate
+from minimind.training.precision import bf16_supported, describe, pick_device
+
+from ..context import AppContext, user_errors
+from ..i18n import t
+from ..workspace import WorkspaceError
+
+MODES = ["pretrain", "sft", "lora", "qlora"]
+DEFAULT_LR = {"pretrain": 2e-3, "sft": 1e-4, "lora": 1e-3, "qlora": 1e-3}
+
+
+def device_line() -> str:
+    device = pick_device()
+    precision = "bf16" if bf16_supported(device) else ("fp16" if device == "cuda" else "fp32")
+    return f"**Device:** {describe(device, precision)}"
+
+
+def base_choices(ctx: AppContext) -> list[tuple[str, str]]:
+    """New models by preset, the shipped models, and finished full-model runs."""
+    choices = [(f"new model: {name}", f"new:{name}") for name in PRESETS]
+    choices += [(label, path) for label, path in ctx.model_choices()
+                if not (Path(path) / "adapter_config.json").is_file()]
+    return choices
+
+
+def corpus_choices(ctx: AppContext) -> list[str]:
+    return [c["name"] for c in ctx.workspace.list_corpora()]
+
+
+def defaults_for(mode: str):
+    """lr, steps and batch size that suit the mode on this device."""
+    device = pick_device()
+    batch = (32 if device == "cuda" else 16) if mode == "pretrain" else (16 if device == "cuda" else 8)
+    steps = 300 if mode == "pretrain" else 100
+    return DEFAULT_LR[mode], steps, batch
+
+
+def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr, accum, precision,
+                 rank, alpha, eval_every) -> TrainConfig:
+    if not corpus:
+        raise WorkspaceError("choose a corpus (save one on the Corpus tab first)")
+    meta = ctx.workspace.corpus(corpus)
+    settings = meta.get("settings", {})
+    raw = {"mode": mode, "max_steps": int(steps), "batch_size": int(batch), "grad_accum": int(accum),
+           "precision": precision, "eval_every": int(eval_every or 0),
+           "optim": {"lr": float(lr)},
+           "lora": {"rank": int(rank), "alpha": int(alpha)},
+           "data": {"files": meta["paths"], "kind": settings.get("kind", "auto"),
+                    "text_field": settings.get("text_field"), "split": settings.get("split", "paragraph"),
+                    "strict": settings.get("strict", False), "seq_len": int(seq_len),
+                    "cache_dir": str(ctx.workspace.cache)}}
+    if base not in {v for _, v in base_choices(ctx)}:
+        raise WorkspaceError("choose what to start from: a new model, the shipped model or a finished run")
+    if base.startswith("new:"):
+        if mode != "pretrain":
+            raise WorkspaceError(f"{mode} fine-tunes an existing model: start from the shipped model or a "
+                                 "finished run, or choose pretrain")
+        raw["model"] = {"preset": base[4:]}
+        tok = ctx.workspace.corpora / meta["name"] / "tokenizer"
+        if (tok / "tokenizer.json").is_file():
+            raw["model"]["tokenizer"] = str(tok)
+    else:
+        raw["model"] = {"init_from": base}
+    config = TrainConfig.from_dict(raw)
+    config.validate()
+    return config
+
+
+def do_estimate(ctx: AppContext, *args) -> str:
+    config = build_config(ctx, *args)
+    scratch = ctx.workspace.cache / "estimate"
+    e = estimate(config, scratch=str(scratch))
+    return (f"**{e.params:,}** parameters ({e.trainable:,} trainable) on {e.device}  \n"
+            f"**{e.tokens_per_epoch:,}** tokens per epoch in {e.train_rows:,} training rows  \n"
+            f"**{e.steps:,}** steps × {e.seconds_per_step:.2f}s ≈ **{_duration(e.eta_s)}** (speed probe)")
+
+
+def start(ctx: AppContext, *args):
+    config = build_config(ctx, *args)
+    run_id = ctx.jobs.submit(config, label=config.mode)
+    return gr.update(choices=run_choices(ctx), value=run_id), f"Queued **{run_id}**."
+
+
+def run_choices(ctx: AppContext) -> list[str]:
+    return [r.path.name for r in ctx.jobs.runs()]
+
+
+def _duration(seconds) -> str:
+    if seconds is None:
+        return "?"
+    seconds = int(seconds)
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h {m:02d}m" if h else (f"{m}m {s:02d}s" if m else f"{s}s")
+
+
+def watch(ctx: AppContext, run_id):
+    """Everything the page shows about one run, read from its folder."""
+    ctx.jobs.refresh()
+    runs = pd.DataFrame(ctx.jobs.table() or [{"run": "", "state": "", "mode": "", "step": "", "val_loss": None,
+                                               "val_bpc": None, "error": ""}])
+    queue = ctx.jobs.queue()
+    queue_md = "**Queue:** " + (", ".join(queue) if queue else "empty")
+    if not run_id:
+        active = ctx.jobs.active()
+        run_id = active.path.name if active else (run_choices(ctx) or [None])[0]
+    if not run_id:
+        return "", "", None, "", runs, queue_md, gr.update()
+    run = RunDir(ctx.workspace.runs / run_id)
+    s = run.read_status()
+    step, total = s.get("step", 0) or 0, s.get("total") or 0
+    pct = 100.0 * step / total if total else 0.0
+    bar = (f"<div class='mm-progress'><div style='width:{pct:.1f}%'></div></div>"
+           f"<div id='run-progress' data-step='{step}' data-total='{total}'>{s.get('state', '?')}: step {step}/{total or '?'}"
+           f" ({pct:.0f}%) · ETA {_duration(s.get('eta_s'))}</div>")
+    facts = [f"**State:** {s.get('state', '?')}", f"**Device:** {s.get('device', '?')}"]
+    if s.get("tokens_per_s"):
+        facts.append(f"**Tokens/s:** {s['tokens_per_s']:,.0f}")
+    if s.get("lr") is not None:
+        facts.append(f"**LR:** {s['lr']:.2e}")
+    if s.get("loss") is not None:
+        facts.append(f"**Loss:** {s['loss']:.4f}")
+    if s.get("val_loss") is not None:
+        facts.append(f"**Val loss:** {s['val_loss']:.4f}" + (f" · **BPC:** {s['val_bpc']:.3f}" if s.get("val_bpc") else ""))
+    if s.get("error"):
+        facts.append(f"❌ **Error:** {s['error']}")
+    if s.get("final_checkpoint"):
+        facts.append(f"**Model:** `{Path(s['final_checkpoint']).relative_to(ctx.workspace.root)}`")
+    return (bar, " · ".join(facts), _curve(run), run.log_tail(15), runs, queue_md,
+            gr.update(choices=run_choices(ctx), value=run_id))
+
+
+def _curve(run: RunDir) -> pd.DataFrame:
+    rows = []
+    for r in run.read_metrics():
+        if "loss" in r:
+            rows.append({"step": r["step"], "loss": r["loss"], "series": "train"})
+        if "val_loss" in r:
+            rows.append({"step": r["step"], "loss": r["val_loss"], "series": "validation"})
+    return pd.DataFrame(rows) if rows else None
+
+
+def stop(ctx: AppContext, run_id) -> str:
+    if not run_id:
+        raise WorkspaceError("choose a run")
+    return ctx.jobs.stop(run_id)
+
+
+def resume(ctx: AppContext, run_id) -> str:
+    if not run_id:
+        raise WorkspaceError("choose a run")
+    return ctx.jobs.resume(run_id)
+
+
+def build(ctx: AppContext) -> None:
+    gr.Markdown(device_line)
+    lr0, steps0, batch0 = defaults_for("lora")
+    with gr.Row():
+        base = gr.Dropdown(base_choices(ctx), label=t("base"), value=None, elem_id="train-base",
+                           allow_custom_value=True)
+        mode = gr.Radio(MODES, value="lora", label=t("mode"), elem_id="train-mode")
+        corpus = gr.Dropdown(corpus_choices(ctx), label=t("corpus"), value=None, elem_id="train-corpus",
+                             allow_custom_value=True)
+    with gr.Row():
+        steps = gr.Number(value=steps0, precision=0, label=t("max_steps"), elem_id="train-steps")
+        batch = gr.Number(value=batch0, precision=0, label=t("batch_size"))
+        seq_len = gr.Number(value=256, precision=0, label=t("seq_len"))
+        lr = gr.Number(value=lr0, label=t("lr"))
+        accum = gr.Number(value=1, precision=0, label=t("grad_accum"))
+    with gr.Row():
+        precision = gr.Dropdown(["auto", "bf16", "fp16", "fp32"], value="auto", label=t("precision"))
+        rank = gr.Number(value=16, precision=0, label=t("lora_rank"))
+        alpha = gr.Number(value=32, precision=0, label=t("lora_alpha"))
+        eval_every = gr.Number(value=0, precision=0, label=t("eval_every"))
+    inputs = [base, mode, corpus, steps, batch, seq_len, lr, accum, precision, rank, alpha, eval_every]
+    with gr.Row():
+        estimate_btn = gr.Button(t("estimate"), elem_id="estimate-btn")
+        start_btn = gr.Button(t("start"), variant="primary", elem_id="start-btn")
+        refresh_btn = gr.Button(t("refresh"))
+    estimate_md = gr.Markdown(elem_id="estimate")
+    message = gr.Markdown(elem_id="train-message")
+    with gr.Row():
+        run_id = gr.Dropdown(run_choices(ctx), label=t("run"), value=None, elem_id="train-run",
+                             allow_custom_value=True)
+        stop_btn = gr.Button(t("stop"), variant="stop", elem_id="stop-btn")
+        resume_btn = gr.Button(t("resume"), elem_id="resume-btn")
+    progress = gr.HTML(elem_id="train-progress")
+    facts = gr.Markdown(elem_id="train-facts")
+    curve = gr.LinePlot(None, x="step", y="loss", color="series", label=t("loss_curve"),
+                        height=300, elem_id="loss-plot")
+    log = gr.Textbox(label=t("log"), lines=8, max_lines=15, elem_id="train-log")
+    queue = gr.Markdown()
+    runs = gr.Dataframe(label=t("runs"), interactive=False, elem_id="runs-table")
+    timer = gr.Timer(2.0)
+
+    def on_mode(m):
+        lr_, steps_, batch_ = defaults_for(m)
+        return lr_, steps_, batch_
+
+    mode.change(on_mode, [mode], [lr, steps, batch], api_name=False)
+    watch_outputs = [progress, facts, curve, log, runs, queue, run_id]
+    estimate_btn.click(user_errors(lambda *a: do_estimate(ctx, *a)), inputs, [estimate_md], api_name="estimate")
+    start_btn.click(user_errors(lambda *a: start(ctx, *a)), inputs, [run_id, message], api_name="start_training")
+    stop_btn.click(user_errors(lambda r: stop(ctx, r)), [run_id], [message], api_name="stop_training")
+    resume_btn.click(user_errors(lambda r: resume(ctx, r)), [run_id], [message], api_name="resume_training")
+    watcher = user_errors(lambda r: watch(ctx, r))
+    refresh_btn.click(watcher, [run_id], watch_outputs, api_name="watch_run")
+    timer.tick(watcher, [run_id], watch_outputs, api_name=False, show_progress="hidden")
+
+    def choices():
+        return gr.update(choices=base_choices(ctx)), gr.update(choices=corpus_choices(ctx))
+
+    refresh_btn.click(choices, None, [base, corpus], api_name=False)
+    base.focus(choices, None, [base, corpus], api_name=False)
+    corpus.focus(choices, None, [base, corpus], api_name=False)
