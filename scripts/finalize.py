@@ -1,0 +1,251 @@
+"""Turn a training run into a shipped checkpoint: bf16 weights, tokenizer, a held-out sample,
+measured quality and samples, and a Hugging Face model card (README.md).
+
+  python -m scripts.finalize tang --model work/tang/sft/checkpoints/step-N --pretrain-run work/tang/pretrain \\
+      --sft-run work/tang/sft --out checkpoints/minimind-tang
+  python -m scripts.finalize shakespeare --model ... --pretrain-run work/shakespeare/pretrain \\
+      --out checkpoints/minimind-shakespeare
+
+The card's YAML header holds the held-out figures (model-index) that
+tests/test_shipped_models.py checks against a fresh measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+from minimind.checkpoint import load_model, load_tokenizer_for
+from minimind.data import DataConfig, iter_texts
+from minimind.evaluate import evaluate_documents
+from minimind.generation import SamplingParams, chat, complete
+from minimind.training import RunDir
+from scripts.corpora import TANG, tang_records, tang_split
+from scripts.make_tang_chat import form_of
+
+SAMPLE_PARAMS = dict(temperature=0.8, top_p=0.9, top_k=40, repetition_penalty=1.1, max_new_tokens=96)
+EVAL_CONTEXT = 256
+TANG_PROMPTS = ["以《春夜》为题写一首五言绝句", "写一首李白风格的诗", "续写：床前明月光",
+                "以《秋思》为题写一首七言绝句", "模仿杜甫写一首五言律诗"]
+SHAKESPEARE_PROMPTS = ["ROMEO:", "JULIET.\n", "HAMLET.\nTo be, or not to be", "KING.\n"]
+
+
+def save_bf16(model_dir: Path, out: Path) -> None:
+    """bf16 weights (half the size; the card's figures are measured on these), tokenizer, generation config."""
+    model = load_model(model_dir)
+    tokenizer = load_tokenizer_for(model_dir)
+    if out.exists():
+        shutil.rmtree(out)
+    model.to(torch.bfloat16).save_pretrained(out)
+    tokenizer.save_pretrained(out, save_jinja_files=False)
+    gen = model_dir / "generation_config.json"
+    if gen.is_file():
+        shutil.copyfile(gen, out / "generation_config.json")
+
+
+def heldout_sample(kind: str, out: Path) -> tuple[Path, list[str], list[str]]:
+    """A small fixed held-out slice shipped with the model (for the fast test) and the full held-out set."""
+    if kind == "tang":
+        _, held = tang_split()
+        by_text = {r["text"]: r for r in tang_records(TANG)}
+        sample = held[:100]
+        path = out / "heldout_sample.jsonl"
+        path.write_text("".join(json.dumps({"title": by_text.get(t, {}).get("title", ""),
+                                            "author": by_text.get(t, {}).get("author", ""), "text": t},
+                                           ensure_ascii=False) + "\n" for t in sample), encoding="utf-8")
+        shutil.copyfile(TANG.parent / "LICENSE.chinese-poetry", out / "LICENSE.chinese-poetry")
+        return path, sample, held
+    held_file = Path("work/shakespeare/heldout.txt")
+    held = list(iter_texts([str(held_file)], config=DataConfig(split="paragraph")))
+    sample, chars = [], 0
+    for doc in held:
+        if chars > 20_000:
+            break
+        sample.append(doc)
+        chars += len(doc)
+    path = out / "heldout_sample.txt"
+    path.write_text("\n\n".join(sample) + "\n", encoding="utf-8")
+    shutil.copyfile(TANG.parent / "LICENSE.shakespeare", out / "LICENSE.shakespeare")
+    return path, sample, held
+
+
+def sample_documents(path: Path) -> list[str]:
+    """The shipped held-out slice read back exactly as the test reads it."""
+    split = DataConfig(split="paragraph")
+    return list(iter_texts([str(path)], text_field="text" if path.suffix == ".jsonl" else None, config=split))
+
+
+def run_summary(run_dir: Path | None) -> dict:
+    if not run_dir:
+        return {}
+    run = RunDir(run_dir)
+    status, metrics = run.read_status(), run.read_metrics()
+    train = [m for m in metrics if "loss" in m]
+    evals = [m for m in metrics if "val_loss" in m]
+    config = yaml.safe_load(run.config_file.read_text())
+    return {"steps": status.get("step"), "tokens": status.get("tokens"), "wall_s": status.get("elapsed_s"),
+            "device": status.get("device"), "batch": config["batch_size"], "seq_len": config["data"]["seq_len"],
+            "lr": config["optim"]["lr"], "first_loss": train[0]["loss"] if train else None,
+            "last_loss": train[-1]["loss"] if train else None, "tokens_per_s": status.get("tokens_per_s"),
+            "evals": [(e["step"], round(e["val_loss"], 4), round(e.get("val_bpc") or 0, 4)) for e in evals]}
+
+
+def form_accuracy(model, tokenizer, n: int = 30) -> tuple[int, int, list[tuple[str, str]]]:
+    """How often a request for a named form gets a poem of that form (held-out titles, seeded)."""
+    _, held = tang_split()
+    by_text = {r["text"]: r for r in tang_records(TANG)}
+    requests = []
+    for text in held:
+        form = form_of(text)
+        title = by_text.get(text, {}).get("title", "").split(" ")[0]
+        if form and title:
+            requests.append((f"以《{title}》为题写一首{form}", form))
+        if len(requests) == n:
+            break
+    right, examples = 0, []
+    for i, (request, form) in enumerate(requests):
+        params = SamplingParams(**{**SAMPLE_PARAMS, "max_new_tokens": 128}, seed=i)
+        answer = chat(model, tokenizer, [{"role": "user", "content": request}], params).read()
+        ok = form_of(answer.strip()) == form
+        right += ok
+        if len(examples) < 3:
+            examples.append((request, answer.strip()))
+    return right, len(requests), examples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("kind", choices=["tang", "shakespeare"])
+    parser.add_argument("--model", required=True, type=Path)
+    parser.add_argument("--pretrain-run", type=Path)
+    parser.add_argument("--sft-run", type=Path)
+    parser.add_argument("--out", required=True, type=Path)
+    args = parser.parse_args()
+
+    start = time.perf_counter()
+    save_bf16(args.model, args.out)
+    sample_path, _, held = heldout_sample(args.kind, args.out)
+    model, tokenizer = load_model(args.out), load_tokenizer_for(args.out)
+    full = evaluate_documents(model, tokenizer, held, context=EVAL_CONTEXT)
+    fast = evaluate_documents(model, tokenizer, sample_documents(sample_path), context=EVAL_CONTEXT)
+    pre = run_summary(args.pretrain_run)
+    sft = run_summary(args.sft_run)
+    if args.kind == "tang":
+        samples = [(p, chat(model, tokenizer, [{"role": "user", "content": p}],
+                            SamplingParams(**SAMPLE_PARAMS, seed=i)).read().strip())
+                   for i, p in enumerate(TANG_PROMPTS)]
+        right, total, _ = form_accuracy(model, tokenizer)
+    else:
+        samples = [(p, complete(model, tokenizer, p, SamplingParams(**{**SAMPLE_PARAMS, "max_new_tokens": 80},
+                                                                     seed=i)).read())
+                   for i, p in enumerate(SHAKESPEARE_PROMPTS)]
+        right = total = None
+    size_mb = (args.out / "model.safetensors").stat().st_size / 2**20
+    params = sum(p.numel() for p in model.parameters())
+    card = render_card(args.kind, args, model.config, params, size_mb, len(tokenizer), full, fast, sample_path.name,
+                       pre, sft, samples, right, total)
+    (args.out / "README.md").write_text(card, encoding="utf-8")
+    print(json.dumps({"out": str(args.out), "size_mb": round(size_mb, 2), "heldout_bpc": full.bpc,
+                      "sample_bpc": fast.bpc, "form_accuracy": [right, total],
+                      "seconds": round(time.perf_counter() - start)}, ensure_ascii=False))
+
+
+def render_card(kind, args, config, params, size_mb, vocab, full, fast, sample_name, pre, sft, samples,
+                right, total) -> str:
+    tang = kind == "tang"
+    name = "MiniMind-Tang" if tang else "MiniMind-Shakespeare"
+    header = {
+        "language": ["zh"] if tang else ["en"], "license": "mit" if tang else "cc-by-2.5",
+        "library_name": "transformers", "pipeline_tag": "text-generation",
+        "tags": ["minimind", "llama", "tiny", "poetry" if tang else "shakespeare"],
+        "model-index": [{"name": name, "results": [{
+            "task": {"type": "text-generation", "name": "Language modelling"},
+            "dataset": {"name": "held-out poems (2% by poem)" if tang else "held-out plays (4 of 40)",
+                        "type": "tang_poems" if tang else "shakespeare"},
+            "metrics": [
+                {"type": "bits_per_character", "value": round(full.bpc, 4), "name": "held-out BPC"},
+                {"type": "perplexity", "value": round(full.perplexity, 3), "name": "held-out perplexity (per token)"},
+                {"type": "loss", "value": round(full.loss, 4), "name": "held-out loss (nats/token)"},
+                {"type": "bits_per_character", "value": round(fast.bpc, 4),
+                 "name": f"held-out sample BPC ({sample_name})"},
+            ]}]}],
+    }
+    lines = ["---", yaml.safe_dump(header, allow_unicode=True, sort_keys=False).strip(), "---", "",
+             f"# {name}", ""]
+    if tang:
+        lines += ["A 12M-parameter Llama-shaped model that writes classical Chinese poems, pretrained on the "
+                  "Complete Tang Poems and then fine-tuned to answer requests such as 以《春夜》为题写一首五言绝句, "
+                  "写一首李白风格的诗 or 续写：床前明月光. It is the model MiniMind Studio chats with at first launch.", ""]
+    else:
+        lines += ["A 12M-parameter Llama-shaped model pretrained on 36 of Shakespeare's plays and poems "
+                  "(four held out). Give it a speaker's name and it continues in verse.", ""]
+    lines += ["## Use", "", "```python", "import minimind  # registers the model type",
+              "from transformers import AutoModelForCausalLM, AutoTokenizer",
+              f"model = AutoModelForCausalLM.from_pretrained('checkpoints/{args.out.name}')",
+              f"tokenizer = AutoTokenizer.from_pretrained('checkpoints/{args.out.name}')", "```", "",
+              f"or `python -m minimind chat --model checkpoints/{args.out.name}`"
+              + ("" if tang else " (better: `minimind.generation.complete` for plain continuation)") + ".", "",
+              "## Model", "",
+              f"| preset | parameters | layers | width | heads (q/kv) | FFN | context | vocabulary | weights |",
+              "|---|---|---|---|---|---|---|---|---|",
+              f"| `mini` | {params / 1e6:.1f}M | {config.num_hidden_layers} | {config.hidden_size} | "
+              f"{config.num_attention_heads}/{config.num_key_value_heads} | {config.intermediate_size} | "
+              f"{config.max_position_embeddings} | {vocab:,} (byte-level BPE trained on the corpus) | "
+              f"bf16, {size_mb:.1f} MB |", "",
+              "## Data and license", ""]
+    if tang:
+        lines += ["`tang_poems.jsonl`: 56,448 poems of the Complete Tang Poems (traditional characters) from the "
+                  "`chinese-poetry` dataset, MIT license (LICENSE.chinese-poetry here). 2% of the poems (seeded, "
+                  "by poem) are held out of both pretraining and the chat set. The chat set "
+                  "(`scripts/make_tang_chat.py`) turns each training poem into two requests: a title and the form "
+                  "measured from the poem, an author's style, or its first verse to continue.", ""]
+    else:
+        lines += ["`shakespeare.txt`: 40 plays and poems from Project Gutenberg (public-domain text; packaging "
+                  "CC-BY 2.5, Open Knowledge Foundation, see LICENSE.shakespeare). Held out entirely: "
+                  "Cymbeline, Julius Caesar, The Passionate Pilgrim, Titus Andronicus.", ""]
+    lines += ["## Training", ""]
+    for label, run in (("pretraining", pre), ("chat fine-tune", sft)):
+        if not run:
+            continue
+        lines += [f"**{label}**: {run['steps']:,} steps of {run['batch']} × {run['seq_len']} tokens, "
+                  f"{run['tokens']:,} tokens seen, peak lr {run['lr']}, {run['wall_s'] / 60:.0f} min on "
+                  f"{run['device']}; train loss {run['first_loss']:.3f} → {run['last_loss']:.3f}.", ""]
+        if run["evals"]:
+            lines += ["| step | validation loss | validation BPC |", "|---|---|---|"]
+            lines += [f"| {s} | {l:.4f} | {b:.4f} |" for s, l, b in run["evals"]]
+            lines.append("")
+    lines += ["## Held-out quality", "",
+              f"Measured on the shipped bf16 weights (loaded as float32), documents scored in windows of "
+              f"{EVAL_CONTEXT} tokens, BPC = total NLL in bits ÷ characters.", "",
+              "| text | characters | loss (nats/token) | perplexity | bits per character |", "|---|---|---|---|---|",
+              f"| all held-out {'poems' if tang else 'plays'} | {full.characters:,} | {full.loss:.4f} | "
+              f"{full.perplexity:.2f} | **{full.bpc:.4f}** |",
+              f"| `{sample_name}` (shipped, used by the test) | {fast.characters:,} | {fast.loss:.4f} | "
+              f"{fast.perplexity:.2f} | {fast.bpc:.4f} |", ""]
+    if tang and total:
+        lines += [f"Form check: asked for a named form (五言/七言 绝句/律诗) with {total} held-out titles, "
+                  f"{right} answers had exactly that form ({100 * right / total:.0f}%).", ""]
+    settings = ", ".join(f"{k}={v}" for k, v in SAMPLE_PARAMS.items())
+    lines += ["## Samples", "", f"Sampling: {settings}, seed = prompt index.", ""]
+    for prompt, answer in samples:
+        lines += [f"**{prompt.strip()}**", "", "```", answer.strip() or "(empty)", "```", ""]
+    lines += ["## Limitations", "",
+              "A 12M-parameter model trained for about an hour on a laptop-class CPU: it imitates form and "
+              "vocabulary, not meaning. Lines are often grammatical but incoherent, rhyme and tonal rules are "
+              "not enforced, it invents poems (never attributes them to real poets correctly), and it knows "
+              "nothing outside its corpus." + (" Requests in other phrasings or in English are poorly "
+                                                "understood; answers use traditional characters." if tang else
+                                                " It writes Early Modern English only and cannot follow instructions."),
+              "", "## Reproduce", "", f"`bash scripts/train_{kind}.sh` (see README.md, *Shipped models*).", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
