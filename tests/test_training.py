@@ -175,3 +175,14 @@ def test_compiled_layers_train_like_eager_ones(tmp_path, tokenizer_dir):
     assert "compiling 2 decoder layers" in RunDir(tmp_path / "on" / "run").log_file.read_text()
     for step in runs["off"]:
         assert abs(runs["off"][step] - runs["on"][step]) < 1e-3
+
+
+def test_time_budget_sizes_the_run_to_the_wall_clock(tmp_path, tokenizer_dir):
+    corpus = write_text_corpus(tmp_path)
+    cfg = make_config(tmp_path, [corpus], model__tokenizer=str(tokenizer_dir), max_steps=0, time_budget_s=6.0,
+                      compile="off")
+    status = train(cfg)
+    log = RunDir(tmp_path / "run").log_file.read_text()
+    assert "speed probe" in log and "re-sized" in log
+    assert status["state"] == "finished" and status["step"] == status["total"]
+    assert status["elapsed_s"] < 6.0 * 1.5

@@ -233,10 +233,18 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
     if not max_steps:
         max_steps = max(1, math.ceil(cfg.epochs * stream.steps_per_epoch()))
     state["max_steps"] = max_steps
-    warmup = cfg.optim.warmup_steps if cfg.optim.warmup_steps is not None else default_warmup(max_steps)
-    eval_every = cfg.eval_every or max(1, max_steps // 10)
-    save_every = cfg.save_every or max(1, max_steps // 5)
-    log_every = cfg.log_every or max(1, min(10, max_steps // 50))
+
+    def intervals(total: int) -> tuple[int, int, int, int]:
+        """warmup, eval, save and log intervals for a run of `total` steps."""
+        return (cfg.optim.warmup_steps if cfg.optim.warmup_steps is not None else default_warmup(total),
+                cfg.eval_every or max(1, total // 10), cfg.save_every or max(1, total // 5),
+                cfg.log_every or max(1, min(10, total // 50)))
+
+    warmup, eval_every, save_every, log_every = intervals(max_steps)
+    # With a time budget, the probe (eager, before compilation, maybe on a busy machine) only
+    # sizes the run roughly; it is re-sized once from measured steps (see BUDGET_FROM).
+    budget_timing = (cfg.time_budget_s > 0 and not cfg.max_steps and not state.get("budget_checked"))
+    budget_start = (0, 0.0)
 
     compiled = _compile_layers(base_model, cfg, max_steps, log)
     trainable, total_params = count_parameters(base_model)
@@ -290,6 +298,7 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
         return path
 
     step = state["step"]
+    state_start = step
     bad_in_row = 0
     window_loss, window_steps, window_tokens = 0.0, 0, 0
     window_start = time.perf_counter()
@@ -362,6 +371,15 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
         now = time.perf_counter()
         elapsed = now - run_start
         state["elapsed_s"] = elapsed
+        if budget_timing and step - state_start == BUDGET_FROM:
+            budget_start = (step, now)  # the first steps (compilation) are not typical
+        elif budget_timing and step - state_start > BUDGET_FROM and now - budget_start[1] >= BUDGET_SHARE * cfg.time_budget_s:
+            per_step = dist.mean((now - budget_start[1]) / (step - budget_start[0]), info)  # all ranks agree
+            max_steps = max(step + 1, step + int((0.9 * cfg.time_budget_s - elapsed) / per_step))
+            state["max_steps"], state["budget_checked"], budget_timing = max_steps, True, False
+            warmup, eval_every, save_every, log_every = intervals(max_steps)
+            log(f"measured {per_step:.2f}s/step: run re-sized to {max_steps} steps to fit {cfg.time_budget_s:.0f}s")
+            last = step == max_steps
         tokens_per_s = window_tokens / max(now - window_start, 1e-9)
         eta = (max_steps - step) * (now - window_start) / max(window_steps, 1)
         if step % log_every == 0 or last:
@@ -399,6 +417,9 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
     return {}
 
 
+# A time-budgeted run is re-sized once from steps timed after BUDGET_FROM (compilation done)
+# over BUDGET_SHARE of the budget.
+BUDGET_FROM, BUDGET_SHARE = 2, 0.05
 MIN_STEPS_TO_COMPILE = 300  # compiling costs ~30 s on a CPU: worth it for longer runs only
 
 
