@@ -246,7 +246,7 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
     budget_timing = (cfg.time_budget_s > 0 and not cfg.max_steps and not state.get("budget_checked"))
     budget_start = (0, 0.0)
 
-    compiled = _compile_layers(base_model, cfg, max_steps, log)
+    forward = _Forward(_compile_layers(base_model, cfg, max_steps, log), log)
     trainable, total_params = count_parameters(base_model)
     model_config = getattr(base_model, "config", None)
     seq_len = cfg.data.seq_len
@@ -312,35 +312,12 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
         lr = lr_at(step, max_steps, cfg.optim.lr, warmup, cfg.optim.min_lr_ratio)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        step_loss, step_tokens, finite = 0.0, 0, True
-        micro = list(stream.micro_batches(step))
-        for i, batch in enumerate(micro):
-            batch = _to(batch, device)
-            sync = i == len(micro) - 1 or not hasattr(model, "no_sync")
-            with (contextlib.nullcontext() if sync else model.no_sync()):
-                with precision.autocast():
-                    try:
-                        loss = compute_loss(model, batch)
-                    except Exception as err:  # only a compilation failure is recoverable here
-                        if not compiled or not _is_compile_error(err):
-                            raise
-                        uncompile(compiled, log, err)
-                        compiled = []
-                        loss = compute_loss(model, batch)
-                if not torch.isfinite(loss):
-                    finite = False
-                    break
-                scaler.scale(loss / len(micro)).backward()
-            step_loss += loss.item() / len(micro)
-            step_tokens += int(batch["attention_mask"].sum()) if "attention_mask" in batch else batch["input_ids"].numel()
+        step_loss, step_tokens, finite = _accumulate(model, stream.micro_batches(step), device, precision,
+                                                     scaler, forward)
         grad_norm = float("nan")
         if finite:
             scaler.unscale_(optimizer)
-            params = trainable_parameters(base_model)
-            if cfg.optim.grad_clip > 0:
-                grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip))
-            else:
-                grad_norm = float(torch.norm(torch.stack([p.grad.norm() for p in params if p.grad is not None])))
+            grad_norm = _clip(trainable_parameters(base_model), cfg.optim.grad_clip)
             finite = math.isfinite(grad_norm) or scaler.is_enabled()
         finite = dist.mean(1.0 if finite else 0.0, info) == 1.0
         if not finite:
@@ -415,6 +392,52 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
                                 final_checkpoint=str(final) if final else None,
                                 eta_s=0 if not stopped else None)
     return {}
+
+
+class _Forward:
+    """`compute_loss`, falling back to eager layers once if compiling them fails."""
+
+    def __init__(self, compiled: list, log):
+        self.compiled, self.log = compiled, log
+
+    def __call__(self, model, batch: dict) -> torch.Tensor:
+        try:
+            return compute_loss(model, batch)
+        except Exception as err:  # only a compilation failure is recoverable here
+            if not self.compiled or not _is_compile_error(err):
+                raise
+            uncompile(self.compiled, self.log, err)
+            self.compiled = []
+            return compute_loss(model, batch)
+
+
+def _accumulate(model, micro_batches, device, precision: Precision, scaler, forward) -> tuple[float, int, bool]:
+    """Forward and backward over one optimizer step's micro-batches, gradients summed.
+
+    Returns (mean loss, tokens, every loss finite). A non-finite loss still runs a
+    (zero) backward, so DDP ranks stay in step; the caller skips the update.
+    """
+    micro = list(micro_batches)
+    total, tokens, finite = 0.0, 0, True
+    for i, batch in enumerate(micro):
+        batch = _to(batch, device)
+        sync = i == len(micro) - 1 or not hasattr(model, "no_sync")
+        with contextlib.nullcontext() if sync else model.no_sync():
+            with precision.autocast():
+                loss = forward(model, batch)
+            ok = bool(torch.isfinite(loss))
+            finite = finite and ok
+            scaler.scale((loss if ok else loss.nan_to_num() * 0) / len(micro)).backward()
+        total += loss.item() / len(micro) if ok else 0.0
+        tokens += int(batch["attention_mask"].sum()) if "attention_mask" in batch else batch["input_ids"].numel()
+    return total, tokens, finite
+
+
+def _clip(params: list, max_norm: float) -> float:
+    """Global gradient norm, clipped to max_norm when max_norm > 0."""
+    if max_norm > 0:
+        return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+    return float(torch.norm(torch.stack([p.grad.norm() for p in params if p.grad is not None])))
 
 
 # A time-budgeted run is re-sized once from steps timed after BUDGET_FROM (compilation done)
