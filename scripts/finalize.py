@@ -236,13 +236,15 @@ def render_card(kind, args, config, params, size_mb, vocab, full, fast, sample_n
     lines += ["## Samples", "", f"Sampling: {settings}, seed = prompt index.", ""]
     for prompt, answer in samples:
         lines += [f"**{prompt.strip()}**", "", "```", answer.strip() or "(empty)", "```", ""]
+    minutes = sum(r.get("wall_s") or 0 for r in (pre, sft)) / 60
     lines += ["## Limitations", "",
-              "A 12M-parameter model trained for about an hour on a laptop-class CPU: it imitates form and "
-              "vocabulary, not meaning. Lines are often grammatical but incoherent, rhyme and tonal rules are "
-              "not enforced, it invents poems (never attributes them to real poets correctly), and it knows "
-              "nothing outside its corpus." + (" Requests in other phrasings or in English are poorly "
-                                                "understood; answers use traditional characters." if tang else
-                                                " It writes Early Modern English only and cannot follow instructions."),
+              f"A 12M-parameter model trained for {minutes:.0f} minutes on one CPU core: it imitates form and "
+              "vocabulary, not meaning. Lines are often grammatical but incoherent and it knows nothing outside "
+              "its corpus. " + ("Rhyme and tonal rules are not enforced; it invents poems and its 'style of' an "
+                                "author is loose at best. Requests in other phrasings or in English are poorly "
+                                "understood; answers use traditional characters." if tang else
+                                "Speaker names and stage directions are invented freely; it writes Early Modern "
+                                "English only and cannot follow instructions."),
               "", "## Reproduce", "", f"`bash scripts/train_{kind}.sh` (see README.md, *Shipped models*).", ""]
     return "\n".join(lines)
 

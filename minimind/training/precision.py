@@ -65,7 +65,8 @@ def describe(device: str, precision: str) -> str:
     if device.startswith("cuda"):
         name = torch.cuda.get_device_name(torch.device(device))
     elif device == "cpu":
-        name = f"CPU ({torch.get_num_threads()} threads{', bf16' if cpu_has_bf16() else ''})"
+        n = torch.get_num_threads()
+        name = f"CPU ({n} thread{'s' if n > 1 else ''}{', bf16' if cpu_has_bf16() else ''})"
     else:
         name = device.upper()
     return f"{name}, {precision}"
