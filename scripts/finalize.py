@@ -90,7 +90,7 @@ def run_summary(run_dir: Path | None) -> dict:
     train = [m for m in metrics if "loss" in m]
     evals = [m for m in metrics if "val_loss" in m]
     config = yaml.safe_load(run.config_file.read_text())
-    return {"steps": status.get("step"), "tokens": status.get("tokens"), "wall_s": status.get("elapsed_s"),
+    return {"preset": config["model"]["preset"], "steps": status.get("step"), "tokens": status.get("tokens"), "wall_s": status.get("elapsed_s"),
             "device": status.get("device"), "batch": config["batch_size"], "seq_len": config["data"]["seq_len"],
             "lr": config["optim"]["lr"], "first_loss": train[0]["loss"] if train else None,
             "last_loss": train[-1]["loss"] if train else None, "tokens_per_s": status.get("tokens_per_s"),
@@ -180,11 +180,11 @@ def render_card(kind, args, config, params, size_mb, vocab, full, fast, sample_n
     lines = ["---", yaml.safe_dump(header, allow_unicode=True, sort_keys=False).strip(), "---", "",
              f"# {name}", ""]
     if tang:
-        lines += ["A 12M-parameter Llama-shaped model that writes classical Chinese poems, pretrained on the "
+        lines += [f"A {params / 1e6:.1f}M-parameter Llama-shaped model that writes classical Chinese poems, pretrained on the "
                   "Complete Tang Poems and then fine-tuned to answer requests such as 以《春夜》为题写一首五言绝句, "
                   "写一首李白风格的诗 or 续写：床前明月光. It is the model MiniMind Studio chats with at first launch.", ""]
     else:
-        lines += ["A 12M-parameter Llama-shaped model pretrained on 36 of Shakespeare's plays and poems "
+        lines += [f"A {params / 1e6:.1f}M-parameter Llama-shaped model pretrained on 36 of Shakespeare's plays and poems "
                   "(four held out). Give it a speaker's name and it continues in verse.", ""]
     lines += ["## Use", "", "```python", "import minimind  # registers the model type",
               "from transformers import AutoModelForCausalLM, AutoTokenizer",
@@ -195,7 +195,7 @@ def render_card(kind, args, config, params, size_mb, vocab, full, fast, sample_n
               "## Model", "",
               f"| preset | parameters | layers | width | heads (q/kv) | FFN | context | vocabulary | weights |",
               "|---|---|---|---|---|---|---|---|---|",
-              f"| `mini` | {params / 1e6:.1f}M | {config.num_hidden_layers} | {config.hidden_size} | "
+              f"| `{pre.get('preset', '?')}` | {params / 1e6:.1f}M | {config.num_hidden_layers} | {config.hidden_size} | "
               f"{config.num_attention_heads}/{config.num_key_value_heads} | {config.intermediate_size} | "
               f"{config.max_position_embeddings} | {vocab:,} (byte-level BPE trained on the corpus) | "
               f"bf16, {size_mb:.1f} MB |", "",
@@ -238,7 +238,7 @@ def render_card(kind, args, config, params, size_mb, vocab, full, fast, sample_n
         lines += [f"**{prompt.strip()}**", "", "```", answer.strip() or "(empty)", "```", ""]
     minutes = sum(r.get("wall_s") or 0 for r in (pre, sft)) / 60
     lines += ["## Limitations", "",
-              f"A 12M-parameter model trained for {minutes:.0f} minutes on one CPU core: it imitates form and "
+              f"A {params / 1e6:.1f}M-parameter model trained for {minutes:.0f} minutes on one CPU core: it imitates form and "
               "vocabulary, not meaning. Lines are often grammatical but incoherent and it knows nothing outside "
               "its corpus. " + ("Rhyme and tonal rules are not enforced; it invents poems and its 'style of' an "
                                 "author is loose at best. Requests in other phrasings or in English are poorly "

@@ -9,8 +9,8 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} HF_HUB_OFFLINE=1
 W=work/tang
 [ -f $W/tokenizer/tokenizer.json ] || \
   python -m minimind tokenizer train ../shared/corpora/tang_poems.jsonl --vocab-size 6400 --out $W/tokenizer
-base=$(train_or_resume scripts/tang_pretrain.yaml $W/pretrain --set time_budget_s=${PRETRAIN_S:-4800})
+base=$(train_or_resume scripts/tang_pretrain.yaml $W/pretrain --set time_budget_s=${PRETRAIN_S:-6000})
 [ -f $W/chat.jsonl ] || python -m scripts.make_tang_chat --out $W/chat.jsonl
-chat=$(train_or_resume scripts/tang_sft.yaml $W/sft --set model.init_from=$base --set time_budget_s=${SFT_S:-900})
+chat=$(train_or_resume scripts/tang_sft.yaml $W/sft --set model.init_from=$base --set time_budget_s=${SFT_S:-1200})
 python -m scripts.finalize tang --model "$chat" --pretrain-run $W/pretrain --sft-run $W/sft \
   --out checkpoints/minimind-tang
