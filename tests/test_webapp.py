@@ -157,3 +157,47 @@ def test_names_and_paths_stay_inside_the_workspace(tmp_path):
     evil.write_text('{"text": "a"}\n')
     stored = ws.store_upload(evil, "../../../evil.jsonl")
     assert stored.name == "evil.jsonl" and ws.root in stored.resolve().parents
+
+
+def test_restarted_app_reattaches_to_a_running_job(tmp_path):
+    from minimind.training import TrainConfig
+
+    ws = Workspace(tmp_path / "ws")
+    first_app_jobs = JobManager(ws)
+    config = TrainConfig.from_dict({"mode": "pretrain", "max_steps": 100000, "batch_size": 2, "precision": "fp32",
+                                    "model": {"preset": "nano", "vocab_size": 300,
+                                              "overrides": {"hidden_size": 64, "num_hidden_layers": 2,
+                                                            "intermediate_size": 128}},
+                                    "data": {"files": [str(ROOT / "samples" / "shakespeare_sample.txt")],
+                                             "seq_len": 32}})
+    run_id = first_app_jobs.submit(config)
+    run = RunDir(ws.runs / run_id)
+    wait_for(lambda: run.read_metrics(), timeout=300, what="the run to train")
+    # a new app process (new JobManager, no child handles) finds the job by its run folder
+    restarted = JobManager(Workspace(tmp_path / "ws"))
+    restarted.refresh()
+    assert restarted.active() is not None and restarted.active().path.name == run_id
+    assert restarted.pump() is None  # the device is taken: nothing else starts
+    assert "saving a checkpoint and stopping" in restarted.stop(run_id)
+    wait_for(lambda: run.read_status().get("state") == "stopped", timeout=120, what="the run to stop")
+    assert list(run.checkpoints.glob("step-*"))
+    assert "queued to resume" in restarted.resume(run_id)
+    wait_for(lambda: run.read_status().get("state") == "running" and run.read_status().get("pid"), timeout=60,
+             what="the resumed run")
+    restarted.stop(run_id)  # even before the child has installed its handler, a stop ends as "stopped"
+    wait_for(lambda: (restarted.refresh() or True) and run.read_status().get("state") == "stopped", timeout=120,
+             what="the resumed run to stop")
+
+
+def test_login_is_required_when_auth_is_set(tmp_path):
+    shipped = make_shipped(tmp_path / "checkpoints")
+    app = build_app(tmp_path / "ws", shipped_dir=shipped, auth=("ada", "lovelace"), background_jobs=False)
+    with LiveServer(app, free_port()) as server:
+        anonymous = httpx.get(f"{server.url}/config")
+        assert anonymous.status_code in (401, 403) or "login" in anonymous.text.lower()
+        with httpx.Client(base_url=server.url) as session:
+            bad = session.post("/login", data={"username": "ada", "password": "wrong"})
+            assert bad.status_code >= 400
+            good = session.post("/login", data={"username": "ada", "password": "lovelace"})
+            assert good.status_code == 200
+            assert session.get("/config").status_code == 200

@@ -157,8 +157,11 @@ class JobManager:
             if status.get("state") in ACTIVE and not _pid_alive(status.get("pid")):
                 ckpt = latest_checkpoint(run.checkpoints)
                 keep = f"; its last checkpoint ({ckpt.name}) is kept and it can be resumed" if ckpt else ""
-                run.write_status(state="failed", error=status.get("error") or
-                                 f"the training process ended unexpectedly (see train.log){keep}")
+                if status.get("state") == "stopping":  # stopped before it could save (e.g. while starting)
+                    run.write_status(state="stopped", error=None)
+                else:
+                    run.write_status(state="failed", error=status.get("error") or
+                                     f"the training process ended unexpectedly (see train.log){keep}")
 
     def pump(self) -> str | None:
         """Start the oldest queued run if nothing is running. Returns the started run's id."""
