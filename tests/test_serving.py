@@ -346,3 +346,12 @@ def test_mounts_inside_another_app(registry):
         assert [m["id"] for m in c.get("/v1/models").json()["data"]] == ["tiny", "tiny-lora"]
         r = c.post("/v1/chat/completions", json={"model": "tiny", "messages": Q, "max_tokens": 4})
         assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] <= 4
+
+
+def test_sse_chunk_stays_on_one_line_for_splitlines_clients():
+    """A generated piece may hold U+2028, U+2029 or U+0085; httpx splits lines on them."""
+    from minimind.serving.app import _encode
+    text = "月\u2028光\u2029照\x85地\x1c"
+    event = _encode({"content": text})
+    assert event.endswith("\n\n") and len(event[:-2].splitlines()) == 1
+    assert json.loads(event[len("data: "):]) == {"content": text}

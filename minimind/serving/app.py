@@ -183,8 +183,14 @@ def _start(served: ServedModel, req: GenerationRequest, is_chat: bool, engine: D
         raise from_sampling_error(err) from err
 
 
+# Characters that str.splitlines() treats as line ends but json.dumps(ensure_ascii=False) keeps raw;
+# clients that split an event stream with splitlines (httpx, so the openai SDK) would cut a chunk in two.
+_LINE_BREAKERS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
 def _encode(obj: dict) -> str:
-    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
+    """One server-sent event; the JSON stays on a single line for every client's line splitter."""
+    return f"data: {json.dumps(obj, ensure_ascii=False).translate(_LINE_BREAKERS)}\n\n"
 
 
 async def _sse(events: AsyncIterator, rid: str, model: str, req: GenerationRequest, is_chat: bool):
