@@ -15,6 +15,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def bench_device() -> str:
+    """The device the benchmarks measure on: `python -m minimind bench --device` (via
+    MINIMIND_BENCH_DEVICE), "cpu" by default."""
+    return os.environ.get("MINIMIND_BENCH_DEVICE", "cpu")
+
+
+def sync(device: str) -> None:
+    """Wait for queued GPU work, so that a timer around it measures it."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
 def median_seconds(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> float:
     for _ in range(warmup):
         fn()
@@ -82,12 +96,39 @@ def machine() -> dict:
             "torch": torch.__version__}
 
 
+def fmt(value) -> str:
+    """A number as a person reads it: 1,234 / 12.3 / 0.123 / 1.23e-05; anything else as text."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}" if abs(value) >= 10000 else str(value)
+    if isinstance(value, bool) or not isinstance(value, float):
+        return str(value).replace("|", "/").replace("\n", " ")
+    if value != value or value in (float("inf"), float("-inf")):
+        return str(value)
+    size = abs(value)
+    if size >= 100:
+        return f"{value:,.0f}"
+    if size >= 10:
+        return f"{value:.1f}"
+    if size >= 0.01 or size == 0:
+        return f"{value:.3g}" if size < 1 else f"{value:.2f}"
+    return f"{value:.2e}"
+
+
 def table(rows: list[dict]) -> str:
-    """A GitHub-markdown table of dict rows (keys of the first row are the columns)."""
+    """A GitHub-markdown table of dict rows (the columns: every key, in order of first appearance)."""
     if not rows:
         return "(no rows)"
-    cols = list(rows[0])
-    fmt = lambda v: f"{v:,.3g}" if isinstance(v, float) else str(v)  # noqa: E731
+    cols = list(dict.fromkeys(k for r in rows for k in r))
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(fmt(r.get(c, "")) for c in cols) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def print_result(result: dict) -> None:
+    """What a benchmark run alone (`python -m benchmarks.NAME`) prints: the machine, its table, its summary."""
+    import json
+
+    print(machine())
+    print(table(result["rows"]))
+    if result.get("summary"):
+        print(json.dumps(result["summary"], indent=1, ensure_ascii=False, default=str))

@@ -13,7 +13,6 @@ the speed a pipeline around this tokenizer cannot beat by much.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 
 NAME = "data_prep"
 DESCRIPTION = "corpus inspect + prepare of 50 MB with a 6400 vocab, vs raw tokenizers encode_batch"
+HEADLINE = ["prepare MB/s", "raw encode_batch MB/s", "end-to-end s", "within target"]
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
 TARGET_SECONDS = 60.0
 MB = 1e6
@@ -122,12 +122,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a 10 MB corpus instead of 50 MB")
     args = parser.parse_args()
-    from benchmarks._harness import machine, table
+    from benchmarks._harness import print_result
 
     result = run(args.quick)
-    print(machine())
-    print(table(result["rows"]))
-    print(json.dumps(result["summary"], ensure_ascii=False))
+    print_result(result)
 
 
 if __name__ == "__main__":

@@ -4,10 +4,16 @@ Shape: the `small` preset (d=512, 8 layers, 8/2 heads, FFN 1408, vocab 6400) wit
 random weights, loaded both as MiniMind (decoded by minimind.fast_decode) and as a
 stock LlamaForCausalLM from the same safetensors. Batch 1, a 32-token prompt, 128
 new tokens, greedy, float32 unless a row says otherwise ("approx." rows store the
-weight matrices in bf16 or int8: faster reads, not exact). Each configuration is warmed
+weight matrices in bf16 or int8: faster reads, not exact; the "exact, int8 draft" row is
+speculative: the int8 copy guesses 8 tokens, the fp32 weights check them all in one pass
+and keep the fp32 greedy picks, so its tokens are the exact ones). Each configuration is warmed
 up, then ours and the reference alternate and medians are reported: tokens/s over the
 whole call (prefill included) and time to first token (prefill + first pick; for the
 reference, taken from a streamer's first new token). "same tokens" checks exactness.
+
+When llama-cpp-python is installed, the same weights are exported by our GGUF
+writer (gguf-f16 and gguf-q8_0) and decoded by llama.cpp with as many threads as
+the row's PyTorch; its TTFT is the time to the first token its generator yields.
 
 Rows are repeated at 1 PyTorch thread and at the default thread count: on a machine
 shared with other jobs, a multi-threaded op stalls whenever one of its threads is not
@@ -35,7 +41,12 @@ from pathlib import Path
 
 NAME = "decode_throughput"
 DESCRIPTION = "batch-1 greedy decode tok/s and time to first token vs LlamaForCausalLM.generate (small shape)"
+HEADLINE = ["speedup (2 thr)", "exact speculative speedup (2 thr)", "ours TTFT ms (2 thr)",
+            "greedy tokens identical", "exact speculative greedy tokens identical",
+            "ours fp32 vs llama.cpp gguf-f16 (2 thr)"]
 
+LOOKAHEAD = 8
+SPECULATIVE = f"ours (fp32 exact, int8 draft + fp32 check, k={LOOKAHEAD})"
 PROMPT_TOKENS = 32
 NEW_TOKENS = 128
 CLIENTS = 16
@@ -43,7 +54,7 @@ ANSWER_TOKENS = 64
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "tang_poems_sample.jsonl"
 
 
-def _models():
+def _models(device: str = "cpu"):
     import torch
     from transformers import LlamaForCausalLM
 
@@ -57,18 +68,19 @@ def _models():
         with open(os.path.join(folder, "config.json"), "w") as f:
             json.dump(config.to_llama_dict(), f)
         reference = LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-    return ours, reference
+    return ours.to(device), reference.to(device)
 
 
-def _time_ours(decoder, prompt: list[int], sampler_args: dict) -> tuple[list[int], float, float]:
-    """(tokens, seconds to the first token, seconds in all) of one fast-path decode."""
+def _time_ours(decoder, prompt: list[int], sampler_args: dict, **speculative) -> tuple[list[int], float, float]:
+    """(tokens, seconds to the first token, seconds in all) of one fast-path decode
+    (`speculative`: draft=..., lookahead=... for exact greedy decoding with a draft)."""
     from minimind.fast_decode import TokenSampler, stream_tokens
 
     sampler = TokenSampler(decoder.vocab_size, **sampler_args)
     start = time.perf_counter()
     first = None
     tokens = []
-    for token in stream_tokens(decoder, prompt, sampler, NEW_TOKENS):
+    for token in stream_tokens(decoder, prompt, sampler, NEW_TOKENS, **speculative):
         first = first or time.perf_counter() - start
         tokens.append(token)
     return tokens, first, time.perf_counter() - start
@@ -92,7 +104,7 @@ class _FirstTokenClock:
 def _time_reference(model, prompt: list[int]) -> tuple[list[int], float, float]:
     import torch
 
-    ids = torch.tensor([prompt])
+    ids = torch.tensor([prompt], device=model.device)
     start = time.perf_counter()
     clock = _FirstTokenClock(start)
     with torch.inference_mode():
@@ -124,27 +136,41 @@ def _agreement(a: list[int], b: list[int]) -> str:
 def run(quick: bool = False) -> dict:
     import torch
 
+    from benchmarks._harness import bench_device
     from minimind.fast_decode import FastDecoder
 
-    ours, reference = _models()
+    device = bench_device()
+    ours, reference = _models(device)
     prompt = torch.randint(5, ours.config.vocab_size, (PROMPT_TOKENS,),
                            generator=torch.Generator().manual_seed(0)).tolist()
-    exact, half, int8 = FastDecoder(ours), FastDecoder(ours, "bf16"), FastDecoder(ours, "int8")
+    exact, half = FastDecoder(ours), FastDecoder(ours, "bf16")
+    int8 = FastDecoder(ours, "int8") if device == "cpu" else None  # a CPU kernel (bandwidth-bound decode)
     default_threads = torch.get_num_threads()
     rows = []
+    gguf_dir = tempfile.TemporaryDirectory()
+    ggufs = _gguf_files(ours, Path(gguf_dir.name)) if device == "cpu" else {}
+    thread_counts = sorted({1, default_threads}) if device == "cpu" else [default_threads]
     try:
-        for threads in sorted({1, default_threads}):
+        for threads in thread_counts:
             torch.set_num_threads(threads)
             fns = {
                 "ours (fp32)": lambda: _time_ours(exact, prompt, {}),
                 "reference": lambda: _time_reference(reference, prompt),
             }
+            if int8 is not None:
+                fns["ours (int8 weights, approx.)"] = lambda: _time_ours(int8, prompt, {})
+                fns[SPECULATIVE] = lambda: _time_ours(exact, prompt, {}, draft=int8, lookahead=LOOKAHEAD)
             if not quick:
                 fns["ours (bf16 weights, approx.)"] = lambda: _time_ours(half, prompt, {})
-                fns["ours (int8 weights, approx.)"] = lambda: _time_ours(int8, prompt, {})
                 fns["ours (fp32, sampled t=0.8 k=40 p=0.9)"] = lambda: _time_ours(
                     exact, prompt, dict(temperature=0.8, top_k=40, top_p=0.9, seed=0))
-            results = _measure(fns, repeats=2 if quick else 5)
+            engines = _llama_cpp_engines(ggufs, threads)
+            fns.update({name: (lambda llm=llm: _time_llama_cpp(llm, prompt)) for name, llm in engines.items()})
+            try:
+                results = _measure(fns, repeats=2 if quick else 5)
+            finally:
+                for llm in engines.values():
+                    llm.close()
             ref_speed, _, ref_tokens = results["reference"]
             for name, (speed, ttft, tokens) in results.items():
                 rows.append({"threads": threads, "decoder": name, "tok/s": speed, "vs reference": speed / ref_speed,
@@ -152,25 +178,39 @@ def run(quick: bool = False) -> dict:
                              "same tokens as reference": "-" if "sampled" in name else _agreement(tokens, ref_tokens)})
     finally:
         torch.set_num_threads(default_threads)
+        gguf_dir.cleanup()
 
     def pick(threads, name):
         return next(r for r in rows if r["threads"] == threads and r["decoder"] == name)
 
-    summary = {}
-    for threads in sorted({1, default_threads}):
+    summary = {"device": device}
+    for threads in thread_counts:
         o, r = pick(threads, "ours (fp32)"), pick(threads, "reference")
         summary[f"ours tok/s ({threads} thr)"] = o["tok/s"]
         summary[f"reference tok/s ({threads} thr)"] = r["tok/s"]
         summary[f"speedup ({threads} thr)"] = o["vs reference"]
         summary[f"ours TTFT ms ({threads} thr)"] = o["TTFT ms"]
         summary[f"reference TTFT ms ({threads} thr)"] = r["TTFT ms"]
-    if not quick:
+    if int8 is not None:
+        for threads in thread_counts:
+            spec = pick(threads, SPECULATIVE)
+            summary[f"exact speculative tok/s ({threads} thr)"] = spec["tok/s"]
+            summary[f"exact speculative speedup ({threads} thr)"] = spec["vs reference"]
+        summary["exact speculative greedy tokens identical"] = all(
+            pick(t, SPECULATIVE)["same tokens as reference"] == "yes" for t in thread_counts)
         fast = pick(default_threads, "ours (int8 weights, approx.)")
         summary[f"int8 speedup ({default_threads} thr)"] = fast["vs reference"]
         summary["int8 greedy agreement"] = fast["same tokens as reference"]
+    for name in ("llama.cpp gguf-f16", "llama.cpp gguf-q8_0"):
+        if any(r["decoder"] == name for r in rows):
+            summary[f"{name} tok/s ({default_threads} thr)"] = pick(default_threads, name)["tok/s"]
+            summary[f"ours fp32 vs {name} ({default_threads} thr)"] = (
+                pick(default_threads, "ours (fp32)")["tok/s"] / pick(default_threads, name)["tok/s"])
+    if not ggufs:
+        summary["llama.cpp"] = "not measured (llama-cpp-python is not installed)"
     summary["greedy tokens identical"] = all(pick(t, "ours (fp32)")["same tokens as reference"] == "yes"
-                                             for t in sorted({1, default_threads}))
-    if not quick and SAMPLES.is_file():
+                                             for t in thread_counts)
+    if not quick and SAMPLES.is_file() and device == "cpu":
         torch.set_num_threads(1)
         try:
             serving = _serving_rows(ours)
@@ -182,6 +222,40 @@ def run(quick: bool = False) -> dict:
         summary[f"API {CLIENTS} streams p95 s (batched)"] = batched["latency p95 s"]
     summary["load average (1 min) at end"] = os.getloadavg()[0]
     return {"rows": rows, "summary": summary}
+
+
+def _gguf_files(model, folder: Path) -> dict[str, Path]:
+    """Our GGUF exports (f16, q8_0) of `model`, with a tokenizer trained on the samples; {} without llama.cpp."""
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        return {}
+    from minimind.export.gguf import write_gguf
+    from minimind.tokenizer import build_tokenizer
+
+    texts = [json.loads(line)["text"] for line in SAMPLES.open(encoding="utf-8")]
+    tokenizer = build_tokenizer(texts, vocab_size=model.config.vocab_size)
+    return {f"llama.cpp gguf-{q}": write_gguf(model, tokenizer, folder / q, q) for q in ("f16", "q8_0")}
+
+
+def _llama_cpp_engines(files: dict[str, Path], threads: int) -> dict:
+    from llama_cpp import Llama
+
+    return {name: Llama(model_path=str(path), n_ctx=512, n_threads=threads, n_threads_batch=threads,
+                        verbose=False) for name, path in files.items()}
+
+
+def _time_llama_cpp(llm, prompt: list[int]) -> tuple[list[int], float, float]:
+    """(tokens, seconds to the first token, seconds in all) of llama.cpp's own greedy loop."""
+    tokens = []
+    start = time.perf_counter()
+    first = None
+    for token in llm.generate(prompt, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0, reset=True):
+        first = first or time.perf_counter() - start
+        tokens.append(int(token))
+        if len(tokens) == NEW_TOKENS:
+            break
+    return tokens, first, time.perf_counter() - start
 
 
 @contextlib.contextmanager
@@ -292,12 +366,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer repeats, no bf16/sampling rows")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from benchmarks._harness import machine, table
+    from benchmarks._harness import print_result
 
     result = run(args.quick)
-    print(machine())
-    print(table(result["rows"]))
-    print(json.dumps(result["summary"], indent=1))
+    print_result(result)
 
 
 if __name__ == "__main__":

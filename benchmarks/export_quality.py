@@ -26,6 +26,7 @@ from pathlib import Path
 
 NAME = "export_quality"
 DESCRIPTION = "export formats: size, held-out perplexity and decode tokens/s (PyTorch vs llama.cpp)"
+HEADLINE = ["int8 ppl delta %", "gguf-q8_0 ppl delta %", "llama.cpp q8_0 / PyTorch float32 decode speed"]
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "export_quality"
@@ -212,12 +213,10 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="MiniMind model folder to export instead of the stand-in")
     parser.add_argument("--steps", type=int, default=None, help="train the stand-in this many steps (default 300)")
     args = parser.parse_args()
-    from benchmarks._harness import machine, table
+    from benchmarks._harness import print_result
 
     result = run(args.quick, args.model, args.steps)
-    print(machine())
-    print(table(result["rows"]))
-    print(json.dumps(result["summary"], indent=1, default=str))
+    print_result(result)
 
 
 if __name__ == "__main__":

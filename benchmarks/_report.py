@@ -1,0 +1,127 @@
+"""RESULTS.md from the suite's records: the machine, a summary table, a section per
+benchmark (its table and summary, or why it failed), the hand-written analysis in
+NOTES.md, and the GPU section (or a note that it is pending)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+from benchmarks._harness import ROOT, fmt, table
+
+PACKAGES = ["torch", "transformers", "tokenizers", "datasets", "peft", "bitsandbytes", "torchao",
+            "llama_cpp_python", "numpy"]
+HERE = Path(__file__).resolve().parent
+
+
+def machine(threads: int, load_before, load_after) -> dict:
+    import torch
+
+    from benchmarks._harness import machine as basic
+
+    info = basic()
+    flags = ""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        flags = ", ".join(f for f in ("avx512_bf16", "amx_bf16", "avx512_vnni") if f in text)
+    except OSError:
+        pass
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return {
+        "cpu": f"{info['cpu']} ({os.cpu_count()} cores{'; ' + flags if flags else ''})",
+        "memory GiB": round(_mem_total_kb() / 2**20, 1),
+        "GPU": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
+        "PyTorch threads": threads or torch.get_num_threads(),
+        "OS": platform.platform(), "python": platform.python_version(), **versions,
+        "git": _git_commit(),
+        "load average (1 min) before / after": f"{load_before[0]:.2f} / {load_after[0]:.2f}",
+    }
+
+
+def _mem_total_kb() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _git_commit() -> str:
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return head + (" + uncommitted changes" if dirty else "") if head else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _headline(record: dict) -> str:
+    if record["status"] != "ok":
+        return f"**{record['status']}**: {record.get('error', '')}"[:300]
+    summary = record.get("summary", {})
+    keys = [k for k in record.get("headline") or list(summary)[:3] if k in summary]
+    return "; ".join(f"{k}: {fmt(summary[k])}" for k in keys)
+
+
+def _section(record: dict) -> str:
+    size = "tiny" if record.get("tiny") else "quick" if record.get("quick") else "full"
+    lines = [f"## {record['name']}", "", f"{record.get('description', '')}. Measured {record.get('measured')} "
+             f"({size} settings, PyTorch threads: {record.get('threads', '?')}, {record.get('wall_s', 0):.0f} s).", ""]
+    if record["status"] != "ok":
+        lines += [f"**{record['status']}**: {record.get('error', '')}", "", "```",
+                  (record.get("traceback") or record.get("output_tail") or "").strip(), "```"]
+        return "\n".join(lines)
+    lines += [table(record["rows"]), ""]
+    summary = record.get("summary") or {}
+    if summary:
+        lines += [table([{"summary": k, "value": v} for k, v in summary.items()])]
+    return "\n".join(lines)
+
+
+def _gpu_section(out_dir: Path) -> str:
+    results = out_dir / "gpu" / "results.json"
+    if not results.is_file():
+        return ("## GPU\n\nPending: no GPU was available when this table was written. "
+                "`bash benchmarks/gpu_suite.sh` records the same suite on a CUDA machine (bf16, fused AdamW, "
+                "flash SDPA, QLoRA with bitsandbytes 4-bit kernels) into `benchmarks/gpu/`, and the next "
+                "`python -m minimind bench` run includes it here.")
+    doc = json.loads(results.read_text(encoding="utf-8"))
+    parts = [f"## GPU: {doc['machine'].get('GPU')}", "",
+             f"Written by `{doc.get('command')}` on {doc.get('generated')}.", ""]
+    for record in doc["benchmarks"]:
+        parts += [_section(record).replace("\n## ", "\n### ", 1).replace("## ", "### ", 1), ""]
+    return "\n".join(parts)
+
+
+def render(doc: dict, out_dir: Path) -> str:
+    minutes, seconds = divmod(int(doc["wall_s"]), 60)
+    parts = [
+        "# Benchmark results", "",
+        f"Written by `{doc['command']}` on {doc['generated']}; this run took {minutes} min {seconds} s. "
+        "Each benchmark runs our code and its reference in the same process, alternating them after a "
+        "warm-up, and reports medians: read the ratios; absolute figures move with the machine's load.", "",
+        "## Machine", "", table([{"": k, " ": v} for k, v in doc["machine"].items()]), "",
+        "## Summary", "",
+        table([{"benchmark": r["name"], "status": r["status"], "measured": r.get("measured", ""),
+                "seconds": r.get("wall_s", 0.0), "headline": _headline(r)} for r in doc["benchmarks"]]), "",
+    ]
+    parts += [_section(r) + "\n" for r in doc["benchmarks"]]
+    notes = HERE / "NOTES.md"
+    if notes.is_file() and out_dir.resolve() == HERE:
+        parts += [notes.read_text(encoding="utf-8").strip(), ""]
+    if out_dir.resolve() != (HERE / "gpu").resolve():
+        parts += [_gpu_section(out_dir), ""]
+    return "\n".join(parts)

@@ -1,0 +1,40 @@
+"""`python -m minimind bench`: one real benchmark at toy size through the command, so the
+suite cannot rot; a benchmark that fails becomes a row of the report, not a crash."""
+
+import json
+
+from minimind.cli import main
+
+
+def test_bench_runs_a_benchmark_at_tiny_size_and_writes_the_table(tmp_path, capsys):
+    code = main(["bench", "--only", "train_throughput", "--tiny", "--threads", "1", "--out", str(tmp_path)])
+    assert code == 0, capsys.readouterr().out[-3000:]
+    doc = json.loads((tmp_path / "results.json").read_text())
+    record = doc["benchmarks"][0]
+    assert record["name"] == "train_throughput" and record["status"] == "ok" and record["threads"] == 1
+    ratios = [r for r in record["rows"] if r["model"] == "ratio ours/ref"]
+    assert {r["settings"] for r in ratios} >= {"fp32", "default settings"} and all(r["tokens/s"] > 0 for r in ratios)
+    assert 0 < record["summary"]["ours MFU fp32"] <= 1
+    report = (tmp_path / "RESULTS.md").read_text()
+    assert "## train_throughput" in report and "| ratio ours/ref |" in report and "torch" in report
+    assert "## GPU" in report and "Pending" in report
+
+
+def test_a_failing_benchmark_is_reported_not_raised(tmp_path):
+    from benchmarks import _report, _suite
+
+    record = _suite._run_one("no_such_benchmark", quick=True, tiny=False, threads=1, timeout=120)
+    assert record["status"] == "failed" and "no_such_benchmark" in record["error"]
+    record["description"] = "a benchmark that cannot be imported"
+    doc = {"generated": "now", "command": "test", "wall_s": 1.0, "machine": {"cpu": "test"},
+           "benchmarks": [record]}
+    report = _report.render(doc, tmp_path)
+    assert "| no_such_benchmark | failed |" in report and "ModuleNotFoundError" in report
+
+
+def test_only_names_known_benchmarks(capsys):
+    assert main(["bench", "--only", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown benchmark(s) nope" in err and "train_throughput" in err and "quality" in err
+    assert main(["bench", "--list"]) == 0
+    assert "decode_throughput" in capsys.readouterr().out
