@@ -234,10 +234,17 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
         max_steps = max(1, math.ceil(cfg.epochs * stream.steps_per_epoch()))
     state["max_steps"] = max_steps
 
+    # An evaluation reads `eval_batches` batches forward only: about a third of a training step
+    # each. Automatic intervals keep the evaluations to ~EVAL_SHARE of the run, which matters
+    # most for a short time budget (10 evaluations of 20 batches would eat most of a 2-minute run).
+    val_batches = math.ceil(len(corpus.validation) / cfg.batch_size)
+    eval_cost_steps = min(cfg.eval_batches or val_batches, val_batches) / (3 * cfg.grad_accum)  # per rank
+    min_eval_every = math.ceil(eval_cost_steps / EVAL_SHARE)
+
     def intervals(total: int) -> tuple[int, int, int, int]:
         """warmup, eval, save and log intervals for a run of `total` steps."""
         return (cfg.optim.warmup_steps if cfg.optim.warmup_steps is not None else default_warmup(total),
-                cfg.eval_every or max(1, total // 10), cfg.save_every or max(1, total // 5),
+                cfg.eval_every or max(1, min(total, max(total // 10, min_eval_every))), cfg.save_every or max(1, total // 5),
                 cfg.log_every or max(1, min(10, total // 50)))
 
     warmup, eval_every, save_every, log_every = intervals(max_steps)
@@ -443,6 +450,8 @@ def _clip(params: list, max_norm: float) -> float:
 # A time-budgeted run is re-sized once from steps timed after BUDGET_FROM (compilation done)
 # over BUDGET_SHARE of the budget.
 BUDGET_FROM, BUDGET_SHARE = 2, 0.05
+# Automatic evaluation intervals keep evaluations to about this share of the training time.
+EVAL_SHARE = 0.05
 MIN_STEPS_TO_COMPILE = 300  # compiling costs ~30 s on a CPU: worth it for longer runs only
 
 

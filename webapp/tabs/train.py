@@ -21,7 +21,6 @@ from ..i18n import t
 from ..workspace import WorkspaceError
 
 MODES = ["pretrain", "sft", "lora", "qlora"]
-DEFAULT_LR = {"pretrain": 2e-3, "sft": 1e-4, "lora": 1e-3, "qlora": 1e-3}
 
 
 def device_line() -> str:
@@ -43,11 +42,13 @@ def corpus_choices(ctx: AppContext) -> list[str]:
 
 
 def defaults_for(mode: str):
-    """lr, steps and batch size that suit the mode on this device."""
+    """lr, steps and batch size that suit the mode on this device: the trainer's own defaults."""
     device = pick_device()
-    batch = (32 if device == "cuda" else 16) if mode == "pretrain" else (16 if device == "cuda" else 8)
+    init = "" if mode == "pretrain" else "base"  # fine-tune modes need one to validate
+    resolved = TrainConfig.from_dict({"mode": mode, "max_steps": 1, "data": {"files": ["corpus"]},
+                                      "model": {"init_from": init}}).resolved(device, bf16_supported(device))
     steps = 300 if mode == "pretrain" else 100
-    return DEFAULT_LR[mode], steps, batch
+    return resolved.optim.lr, steps, resolved.batch_size
 
 
 def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr, accum, precision,
