@@ -88,7 +88,7 @@ def run(quick: bool = False) -> dict:
 
         fns = {(impl, "fwd"): (lambda f=fn: forward(f)) for impl, fn in ATTENTION_FUNCTIONS.items()}
         fns.update({(impl, "bwd"): (lambda f=fn: train(f)) for impl, fn in ATTENTION_FUNCTIONS.items()})
-        times = interleaved_medians(fns, repeats=3 if quick else 5)
+        times = interleaved_medians(fns, repeats=2 if quick else 5)
         for impl in ATTENTION_FUNCTIONS:
             fwd = run_child("benchmarks.attention", "--child", impl, str(t))
             bwd = run_child("benchmarks.attention", "--child", impl, str(t), "--backward")

@@ -1,7 +1,7 @@
 """Corpus preparation: inspect + prepare a 50 MB corpus with a 6400-token vocabulary, end to end.
 
 The corpus is the shared Tang poems (JSONL, field `text`) and Shakespeare (.txt)
-repeated to 50 MB (10 MB with --quick) in a temporary folder, with a fresh
+repeated to 50 MB (5 MB with --quick) in a temporary folder, with a fresh
 cache. Reported: seconds for inspect (read, check, write Arrow documents),
 prepare (split, tokenize, pack), both together (target < 60 s on 2 cores), a
 second prepare served by the cache, and the throughput of our prepare step
@@ -67,7 +67,7 @@ def run(quick: bool = False) -> dict:
         per_corpus = {p.stem: inspect_corpus([p], DataConfig(text_field="text", cache_dir=str(tmp / "c0")),
                                              tokenizer).chars_per_token for p in originals}
 
-        files = build_corpus(tmp, 10 if quick else 50)
+        files = build_corpus(tmp, 5 if quick else 50)
         size_mb = sum(f.stat().st_size for f in files) / MB
         config = DataConfig(text_field="text", seq_len=512, cache_dir=str(tmp / "cache"))
         start = time.perf_counter()
@@ -120,7 +120,7 @@ def run(quick: bool = False) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="a 10 MB corpus instead of 50 MB")
+    parser.add_argument("--quick", action="store_true", help="a 5 MB corpus instead of 50 MB")
     args = parser.parse_args()
     from benchmarks._harness import print_result
 

@@ -3,7 +3,7 @@
 The model is `--model DIR` when given. Otherwise a stand-in is built once and
 cached in `.cache/export_quality/`: the `small` preset shape (25.8M parameters)
 with a 6400-token BPE trained on 20k Tang poems, pretrained for 300 steps
-(--steps N to change; 60 with --quick) of 4 x 128 tokens on those poems.
+(--steps N to change; 30 with --quick) of 4 x 128 tokens on those poems.
 It is far from converged, so its perplexity is high; read the deltas.
 
 Held-out text: 300 Tang poems the stand-in never saw (cut to 20k characters).
@@ -148,7 +148,7 @@ def run(quick: bool = False, model: str | None = None, steps: int | None = None)
         from llama_cpp import Llama
     except ImportError:
         Llama = None
-    steps = steps or (60 if quick else 300)
+    steps = steps or (30 if quick else 300)
     folder = Path(model) if model else build_stand_in(steps)
     eval_docs = held_out()
     src = load_source(folder)
@@ -209,7 +209,7 @@ def run(quick: bool = False, model: str | None = None, steps: int | None = None)
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="a 60-step stand-in and one timing run")
+    parser.add_argument("--quick", action="store_true", help="a 30-step stand-in and one timing run")
     parser.add_argument("--model", default=None, help="MiniMind model folder to export instead of the stand-in")
     parser.add_argument("--steps", type=int, default=None, help="train the stand-in this many steps (default 300)")
     args = parser.parse_args()

@@ -129,7 +129,7 @@ def run(quick: bool = False, tiny: bool = False) -> dict:
         for mode in MODES:
             steps[mode], trainable, total, precision = _trainer_step(mode, folder, seq, bench_device())
             info[mode] = (trainable, total, precision)
-        times = interleaved_medians(steps, repeats=1 if tiny else 3 if quick else 7, warmup=1 if tiny else 2)
+        times = interleaved_medians(steps, repeats=1 if tiny else 2 if quick else 7, warmup=1 if tiny else 2)
         memory = {mode: run_child("benchmarks.finetune", "--child", mode, str(folder), str(seq)) for mode in MODES}
     for mode in MODES:
         trainable, total, precision = info[mode]

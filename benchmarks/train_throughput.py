@@ -102,7 +102,7 @@ def run(quick: bool = False, tiny: bool = False, batch: int = 4, seq: int = 256)
     peaks = {"fp32": matmul_peak_flops(device, torch.float32, trials=trials)}
     if bf16:
         peaks["bf16"] = matmul_peak_flops(device, torch.bfloat16, trials=trials)
-    repeats = 1 if tiny else 5 if quick else 9
+    repeats = 1 if tiny else 3 if quick else 9
     fp32 = contextlib.nullcontext
 
     def bf16_autocast():
