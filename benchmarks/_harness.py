@@ -132,3 +132,14 @@ def print_result(result: dict) -> None:
     print(table(result["rows"]))
     if result.get("summary"):
         print(json.dumps(result["summary"], indent=1, ensure_ascii=False, default=str))
+
+
+def standalone(run: Callable[..., dict], description: str) -> None:
+    """`python -m benchmarks.NAME [--quick] [--tiny]` for a benchmark whose run() takes (quick, tiny)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--tiny", action="store_true")
+    args = parser.parse_args()
+    print_result(run(args.quick, args.tiny))

@@ -21,8 +21,6 @@ top-op tables are written to benchmarks/profiles/ (not in git).
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import time
 from pathlib import Path
@@ -270,15 +268,9 @@ def run(quick: bool = False, tiny: bool = False) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--tiny", action="store_true")
-    args = parser.parse_args()
-    from benchmarks._harness import table
+    from benchmarks._harness import standalone
 
-    result = run(args.quick, args.tiny)
-    print(table(result["rows"]))
-    print(json.dumps(result["summary"], indent=1))
+    standalone(run, __doc__)
 
 
 if __name__ == "__main__":

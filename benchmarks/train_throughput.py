@@ -19,7 +19,6 @@ of the row's precision measured in this same run (best of several trials).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import copy
 import json
@@ -163,14 +162,9 @@ def run(quick: bool = False, tiny: bool = False, batch: int = 4, seq: int = 256)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--tiny", action="store_true")
-    args = parser.parse_args()
-    from benchmarks._harness import print_result
+    from benchmarks._harness import standalone
 
-    result = run(args.quick, args.tiny)
-    print_result(result)
+    standalone(run, __doc__)
 
 
 if __name__ == "__main__":
