@@ -266,7 +266,7 @@ class FastDecoder:
         end = start + t
         if end > cache.capacity:
             raise ValueError(f"KV cache full: {end} positions > capacity {cache.capacity}")
-        hq, hkv, hd, d = self.n_heads, self.n_kv, self.head_dim, self.hidden
+        hq, hkv, hd = self.n_heads, self.n_kv, self.head_dim
         nq, nqk = hq * hd, (hq + hkv) * hd
         x = self.embed[ids].float()                                       # (T, d)
         cos = self.cos[start:end, None]                                   # (T, 1, D)
