@@ -4,6 +4,9 @@
   python -m minimind serve --model base/ --adapter poems=runs/lora1/checkpoints/step-500 --port 8000
   MINIMIND_API_KEY=secret python -m minimind serve --model base/   # clients must send the key
 
+A request body over --max-request-mb (MINIMIND_MAX_REQUEST_MB, default 1) is refused with 413
+before it is read.
+
 Each model is served under its folder name (or NAME for an adapter); GET /v1/models lists them.
 """
 
@@ -31,6 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-batch", type=int, default=16,
                    help="sequences a model decodes together per step (1 = one request at a time)")
     p.add_argument("--threads", type=int, default=None, help="PyTorch threads per matmul (default: PyTorch's)")
+    p.add_argument("--max-request-mb", type=float, default=None,
+                   help="largest request body in MB (default: MINIMIND_MAX_REQUEST_MB, else 1)")
     p.add_argument("--weights", choices=["exact", "bf16", "int8"], default="exact",
                    help="how the decoder stores weight matrices: exact, or smaller and faster but approximate")
 
@@ -50,6 +55,7 @@ def run(args) -> int:
     import uvicorn
 
     from ..serving import ModelRegistry, create_app
+    from ..serving.guards import max_request_bytes
 
     if not Path(args.model).exists():
         raise CheckpointError(f"{args.model}: no such model folder (pass --model DIR with a trained model, "
@@ -61,8 +67,10 @@ def run(args) -> int:
     for name, folder in parse_adapters(args.adapter).items():
         registry.add_folder(args.model, name=name, adapter=folder, lazy=False)
     api_key = os.environ.get("MINIMIND_API_KEY") or None
+    limit = max_request_bytes(args.max_request_mb if args.max_request_mb is not None
+                              else os.environ.get("MINIMIND_MAX_REQUEST_MB"))
     app = create_app(registry, api_key=api_key, max_queue=args.max_queue, max_batch=args.max_batch,
-                     weights=None if args.weights == "exact" else args.weights)
+                     weights=None if args.weights == "exact" else args.weights, max_request_bytes=limit)
     auth = "API key required" if api_key else "no API key (set MINIMIND_API_KEY to require one)"
     print(f"serving {', '.join(registry.names())} at http://{args.host}:{args.port}/v1 ({auth}); "
           f"base model: {base}", flush=True)

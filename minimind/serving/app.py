@@ -1,10 +1,12 @@
 """The OpenAI-compatible HTTP API as a FastAPI app: /v1/models, /v1/chat/completions, /v1/completions.
 
 `create_app(registry)` returns an app the `serve` command runs with uvicorn and
-the web app mounts in its own process. Requests are checked here (400 with an
+the web app mounts in its own process. A body over the size limit is refused
+before it is read (413, guards.py); requests are checked here (400 with an
 OpenAI-style body), admitted or refused (429), then generated in worker
 threads (minimind.serving.pool) and answered as JSON or as server-sent events
-(`data: {chunk}` lines ending with `data: [DONE]`).
+(`data: {chunk}` lines ending with `data: [DONE]`). Every error under the prefix,
+404 and 405 included, has OpenAI's shape and names no server path.
 """
 
 from __future__ import annotations
@@ -12,22 +14,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import secrets
+import logging
 import threading
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
 
 from ..errors import MiniMindError, SamplingError
 from ..fast_decode import decoder_for
 from ..generation import Generation, chat, complete, context_size, encode_chat
 from .batcher import DecodeBatcher
+from .guards import DEFAULT_MAX_REQUEST_BYTES, BodyLimit, bearer_token, parse_json, same_secret
 from .pool import GenerationPool, QueueFull
 from .protocol import (ApiError, GenerationRequest, bad_request, chat_chunk, chat_response, completion_chunk,
                        completion_response, from_sampling_error, new_id, parse_chat, parse_completion,
                        usage_chunk)
 from .registry import ModelRegistry, ServedModel
+
+log = logging.getLogger(__name__)
+HTTP_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
 
 class Batchers:
@@ -58,7 +67,8 @@ class Batchers:
 
 
 def create_app(registry: ModelRegistry, api_key: str | None = None, max_queue: int = 32, max_batch: int = 16,
-               weights: str | None = None, prefix: str = "/v1", title: str = "MiniMind API") -> FastAPI:
+               weights: str | None = None, prefix: str = "/v1", title: str = "MiniMind API",
+               max_request_bytes: int | None = DEFAULT_MAX_REQUEST_BYTES) -> FastAPI:
     """An app serving `registry`'s models at `{prefix}/models`, `{prefix}/chat/completions` and
     `{prefix}/completions`.
 
@@ -68,6 +78,8 @@ def create_app(registry: ModelRegistry, api_key: str | None = None, max_queue: i
     max_batch: sequences one model decodes together per step (continuous batching, see
                batcher.py); 1 serves requests one at a time, in arrival order.
     weights:   None (exact), "bf16" or "int8" (faster, approximate): see FastDecoder.
+    max_request_bytes: bodies over this (default 1 MB) are answered 413 before they are read;
+               None when the host app guards sizes itself (the web app does, for all its routes).
     To mount it in another app: `host.mount("/v1", create_app(registry, prefix=""))`.
     """
     pool = GenerationPool(max_queue=max_queue)
@@ -89,17 +101,33 @@ def create_app(registry: ModelRegistry, api_key: str | None = None, max_queue: i
         headers = {"Retry-After": "1"} if err.status == 429 else None
         return JSONResponse(err.body(), status_code=err.status, headers=headers)
 
-    @app.middleware("http")
-    async def _auth(request: Request, call_next):
-        if api_key:
-            given = request.headers.get("authorization", "")
-            token = given[7:].strip() if given[:7].lower() == "bearer " else ""
-            if not secrets.compare_digest(token.encode(), api_key.encode()):
+    @app.exception_handler(HTTPException)
+    async def _http_error(request: Request, err: HTTPException):
+        return JSONResponse(ApiError(err.status_code, str(err.detail), code=None).body(),
+                            status_code=err.status_code, headers=getattr(err, "headers", None))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, err: RequestValidationError):
+        return JSONResponse(bad_request("the request does not match this endpoint's parameters",
+                                        None, "invalid_request").body(), status_code=422)
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, err: Exception):  # the traceback goes to the log, not to the caller
+        log.exception("unhandled error answering %s %s", request.method, request.url.path)
+        return JSONResponse(_server_error().body(), status_code=500)
+
+    if api_key:
+        @app.middleware("http")
+        async def _auth(request: Request, call_next):
+            if not same_secret(bearer_token(request.headers), api_key):
                 err = ApiError(401, "Incorrect or missing API key: send 'Authorization: Bearer <key>' "
                                "with the key the server was started with (MINIMIND_API_KEY).",
                                param=None, code="invalid_api_key")
                 return JSONResponse(err.body(), status_code=401, headers={"WWW-Authenticate": "Bearer"})
-        return await call_next(request)
+            return await call_next(request)
+
+    if max_request_bytes is not None:
+        app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
 
     @app.get(f"{prefix}/models")
     async def list_models():
@@ -120,8 +148,22 @@ def create_app(registry: ModelRegistry, api_key: str | None = None, max_queue: i
     async def completions(request: Request):
         return await _generate(request, parse_completion, is_chat=False)
 
+    @app.api_route(prefix or "/", methods=HTTP_METHODS, include_in_schema=False)
+    @app.api_route(prefix + "/{rest:path}", methods=HTTP_METHODS, include_in_schema=False)
+    async def _no_such_route(request: Request, rest: str = ""):
+        """Unknown paths (404) and known paths with another method (405), in OpenAI's shape,
+        before a host app mounted at "/" could answer them in its own."""
+        path = request.url.path
+        allowed = sorted({m for r in app.routes if isinstance(r, APIRoute) and r.endpoint is not _no_such_route
+                          and r.path_regex.match(path) for m in r.methods})
+        if allowed:
+            raise ApiError(405, f"{request.method} is not allowed on {path}; use {' or '.join(allowed)}",
+                           code="method_not_allowed")
+        raise ApiError(404, f"There is no endpoint {path}: this server answers {prefix}/models, "
+                       f"{prefix}/chat/completions and {prefix}/completions", code="unknown_url")
+
     async def _generate(request: Request, parse, is_chat: bool):
-        req = parse(await _json(request))
+        req = parse(parse_json(await request.body()))
         served = await _served(registry, req.model)
         try:
             ticket = pool.admit()
@@ -142,11 +184,9 @@ def create_app(registry: ModelRegistry, api_key: str | None = None, max_queue: i
     return app
 
 
-async def _json(request: Request):
-    try:
-        return json.loads(await request.body())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise bad_request(f"the request body is not valid JSON ({err})", None, "invalid_json") from err
+def _server_error() -> ApiError:
+    return ApiError(500, "The server failed to answer this request; its log has the details.",
+                    type="server_error", code="internal_error")
 
 
 def _unknown_model(name: str, registry: ModelRegistry) -> ApiError:
@@ -163,14 +203,16 @@ async def _served(registry: ModelRegistry, name: str) -> ServedModel:
     except KeyError:
         raise _unknown_model(name, registry) from None
     except MiniMindError as err:
-        raise ApiError(500, f"model {name!r} could not be loaded: {err}", type="server_error",
-                       code="model_load_failed") from err
+        log.error("model %r could not be loaded: %s", name, err)
+        raise ApiError(500, f"The model {name!r} could not be loaded; the server's log has the details.",
+                       type="server_error", code="model_load_failed") from err
 
 
 def _start(served: ServedModel, req: GenerationRequest, is_chat: bool, engine: DecodeBatcher) -> Generation:
     """Check the request against the model (context) and create its Generation (no decoding yet)."""
     model, tokenizer = served.model, served.tokenizer
     params = req.params
+    _check_length(served, req, is_chat)
     try:
         if not req.max_tokens_given:  # a default answer length: whatever room the context leaves, capped
             used = len(encode_chat(tokenizer, req.messages)) if is_chat else \
@@ -181,6 +223,17 @@ def _start(served: ServedModel, req: GenerationRequest, is_chat: bool, engine: D
         return complete(model, tokenizer, req.prompt, params, engine=engine)
     except SamplingError as err:
         raise from_sampling_error(err) from err
+
+
+def _check_length(served: ServedModel, req: GenerationRequest, is_chat: bool) -> None:
+    """Refuse, without tokenizing, a prompt that has more characters than the context could
+    hold even if every token were the longest one in the vocabulary."""
+    chars = sum(len(m["content"]) for m in req.messages) if is_chat else len(req.prompt)
+    context = context_size(served.model)
+    if chars > context * served.longest_token:
+        raise bad_request(f"the prompt has {chars:,} characters, more than {served.name!r} can read: its "
+                          f"context is {context:,} tokens; shorten the prompt", "messages" if is_chat else "prompt",
+                          "context_length_exceeded")
 
 
 # Characters that str.splitlines() treats as line ends but json.dumps(ensure_ascii=False) keeps raw;
@@ -246,6 +299,7 @@ def _as_api_error(err: Exception) -> ApiError:
         return from_sampling_error(err)
     if isinstance(err, MiniMindError):
         return bad_request(str(err), None, None)
-    return ApiError(500, f"generation failed: {type(err).__name__}: {err}", type="server_error",
+    log.error("generation failed: %s: %s", type(err).__name__, err)
+    return ApiError(500, "Generation failed; the server's log has the details.", type="server_error",
                     code="generation_failed")
 

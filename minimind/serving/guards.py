@@ -1,0 +1,150 @@
+"""What every request must pass before any work is done for it: a bounded body, JSON
+that parses into plain, valid text, and the API key.
+
+`BodyLimit` is ASGI middleware: it reads at most `max_bytes` of a body (a larger
+declared Content-Length is refused at once) and hands the app the buffered
+body, so no handler ever parses, decodes or tokenizes more than that.
+`parse_json` turns the body into Python values or an `ApiError` (400): invalid
+UTF-8, a lone surrogate, nesting deeper than `MAX_JSON_DEPTH`.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable
+
+from .protocol import ApiError, bad_request
+
+DEFAULT_MAX_REQUEST_MB = 1.0   # MINIMIND_MAX_REQUEST_MB: a chat far longer than any context fits in it
+DEFAULT_MAX_REQUEST_BYTES = int(DEFAULT_MAX_REQUEST_MB * 2**20)
+MAX_JSON_DEPTH = 32            # objects and lists inside one another; requests need about 5
+
+
+def max_request_bytes(value: str | float | None) -> int:
+    """Bytes from a megabyte setting (e.g. MINIMIND_MAX_REQUEST_MB); empty means the default."""
+    try:
+        mb = float(value) if value not in (None, "") else DEFAULT_MAX_REQUEST_MB
+    except ValueError:
+        raise SystemExit(f"MINIMIND_MAX_REQUEST_MB must be a number of megabytes, got {value!r}") from None
+    if mb <= 0:
+        raise SystemExit(f"MINIMIND_MAX_REQUEST_MB must be above 0, got {value!r}")
+    return int(mb * 2**20)
+
+
+def too_large(max_bytes: int) -> ApiError:
+    return ApiError(413, f"The request body is over this server's limit of {max_bytes / 2**20:g} MB "
+                    "(MINIMIND_MAX_REQUEST_MB); send a shorter prompt.", code="request_too_large")
+
+
+async def send_json(send, status: int, body: dict, headers: dict[str, str] | None = None) -> None:
+    """Answer a raw ASGI request with a JSON body (the connection closes: the rest of an
+    unread body is not worth reading)."""
+    data = json.dumps(body).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
+           (b"connection", b"close")]
+    raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": data})
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over `max_bytes` is answered 413 before the app runs.
+
+    `applies(path)` chooses the paths it guards (e.g. not an upload route that has
+    its own, larger limit). The body is buffered here (at most `max_bytes`) and
+    replayed to the app, so a chunked body without Content-Length is bounded too.
+    """
+
+    def __init__(self, app, max_bytes: int, applies: Callable[[str], bool] = lambda path: True):
+        self.app = app
+        self.max_bytes = max_bytes
+        self.applies = applies
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or not self.applies(scope.get("path", "")):
+            return await self.app(scope, receive, send)
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_bytes:
+            return await send_json(send, 413, too_large(self.max_bytes).body())
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                return await send_json(send, 413, too_large(self.max_bytes).body())
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body, replayed = b"".join(chunks), False
+
+        async def replay():
+            nonlocal replayed
+            if replayed:
+                return await receive()  # after the body: wait for the disconnect as usual
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return await self.app(scope, replay, send)
+
+
+def _content_length(scope) -> int | None:
+    for name, value in scope.get("headers", []):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def parse_json(raw: bytes):
+    """The request body as Python values, or a 400 naming what is wrong with it."""
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        raise bad_request(f"the request body nests JSON deeper than {MAX_JSON_DEPTH} levels", None,
+                          "invalid_json") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise bad_request(f"the request body is not valid JSON ({err})", None, "invalid_json") from None
+    _check_plain(value)
+    return value
+
+
+def _check_plain(value) -> None:
+    """Depth within MAX_JSON_DEPTH and every string encodable as UTF-8 (no lone surrogates)."""
+    todo = [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, (dict, list)):
+            if depth > MAX_JSON_DEPTH:
+                raise bad_request(f"the request body nests JSON deeper than {MAX_JSON_DEPTH} levels", None,
+                                  "invalid_json")
+            children = list(item.items()) if isinstance(item, dict) else [(None, v) for v in item]
+            for key, child in children:
+                if key is not None:
+                    _check_text(key)
+                todo.append((child, depth + 1))
+        elif isinstance(item, str):
+            _check_text(item)
+
+
+def _check_text(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise bad_request(f"the request holds text that is not valid Unicode ({err.reason} at character "
+                          f"{err.start}); send UTF-8 text", None, "invalid_text") from None
+
+
+def bearer_token(headers) -> str:
+    """The token of an `Authorization: Bearer <token>` header ('' when there is none)."""
+    given = headers.get("authorization", "")
+    return given[7:].strip() if given[:7].lower() == "bearer " else ""
+
+
+def same_secret(given: str, expected: str) -> bool:
+    """Constant-time comparison of two secrets."""
+    return secrets.compare_digest(given.encode(), expected.encode())
