@@ -6,6 +6,7 @@ picklable for worker processes) or stream Arrow batches; none keeps state.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -18,12 +19,89 @@ ROW_SCHEMA = pa.schema([("input_ids", pa.list_(pa.int32())), ("labels", pa.list_
 PACK_BATCH = 4096  # documents read at a time while packing
 
 
-def encode(tokenizer, texts: list[str]) -> list[list[int]]:
+LONG_TEXT = 1 << 16   # characters: a longer document is tokenized piece by piece, so memory stays bounded
+PIECES_AT_ONCE = 4    # pieces of a long document encoded per call
+
+
+def _encode_batch(tokenizer, texts: list[str]) -> list[list[int]]:
     """Token ids of each text, no special tokens added; the Rust batch encoder when there is one."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None and backend.truncation is None and backend.padding is None:
         return [e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=False)]
     return tokenizer(texts, add_special_tokens=False)["input_ids"]
+
+
+def pieces(tokenizer, text: str, size: int = LONG_TEXT) -> Iterator[str]:
+    """`text` as consecutive pieces of at most `size` characters, cut where the tokenizer's
+    pre-tokenizer splits words anyway, so the pieces' ids joined are the ids of the whole text.
+
+    One "word" longer than `size` (a line of CJK text with no punctuation, say) is cut
+    inside; there a token or two at each cut may differ from tokenizing it whole, which
+    would need memory in proportion to the word (gigabytes for a 20 MB line).
+    """
+    if len(text) <= size:
+        yield text
+        return
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    pre = getattr(backend, "pre_tokenizer", None)
+    specials = [s for s in getattr(tokenizer, "all_special_tokens", []) if s]
+    start = 0
+    while len(text) - start > size:
+        cut = _cut(pre, text[start:start + size], specials)
+        yield text[start:start + cut]
+        start += cut
+    yield text[start:]
+
+
+def _cut(pre, window: str, specials: list[str]) -> int:
+    """Where to end a piece inside `window`: the start of its second-to-last pre-token (the last
+    one may continue past the window), moved before any special token that spans the cut."""
+    cut = len(window)
+    if pre is not None:
+        spans = pre.pre_tokenize_str(window)
+        if len(spans) >= 3 and spans[-2][1][0] > 0:
+            cut = spans[-2][1][0]
+    for special in specials:
+        begin = window.find(special, max(0, cut - len(special) + 1), cut + len(special) - 1)
+        if 0 < begin < cut:
+            cut = begin
+    return cut
+
+
+def _long_text_ids(tokenizer, text: str) -> Iterator[list[int]]:
+    """Ids of a long text, a few pieces at a time."""
+    group = []
+    for piece in pieces(tokenizer, text):
+        group.append(piece)
+        if len(group) == PIECES_AT_ONCE:
+            yield from _encode_batch(tokenizer, group)
+            group = []
+    if group:
+        yield from _encode_batch(tokenizer, group)
+
+
+def encode(tokenizer, texts: list[str]) -> list[list[int]]:
+    """Token ids of each text, no special tokens added (long texts piece by piece, see `pieces`)."""
+    out: list = [None] * len(texts)
+    short = [i for i, t in enumerate(texts) if len(t) <= LONG_TEXT]
+    for i, ids in zip(short, _encode_batch(tokenizer, [texts[i] for i in short])):
+        out[i] = ids
+    for i, text in enumerate(texts):
+        if out[i] is None:
+            out[i] = [t for ids in _long_text_ids(tokenizer, text) for t in ids]
+    return out
+
+
+def count_tokens(tokenizer, texts: list[str]) -> list[int]:
+    """Tokens of each text, as `encode` would give them, without holding a long text's ids."""
+    counts = [0] * len(texts)
+    short = [i for i, t in enumerate(texts) if len(t) <= LONG_TEXT]
+    for i, ids in zip(short, _encode_batch(tokenizer, [texts[i] for i in short])):
+        counts[i] = len(ids)
+    for i, text in enumerate(texts):
+        if len(text) > LONG_TEXT:
+            counts[i] = sum(len(ids) for ids in _long_text_ids(tokenizer, text))
+    return counts
 
 
 def tokenize_batch(batch: dict, tokenizer, eos: int) -> dict:
@@ -64,7 +142,7 @@ def token_lengths(dataset: Dataset, kind: str, tokenizer, batch_size: int = 1000
     lengths = []
     for batch in dataset.iter(batch_size=batch_size):
         if kind == "text":
-            lengths += [len(ids) for ids in encode(tokenizer, batch["text"])]
+            lengths += count_tokens(tokenizer, batch["text"])
         else:
             lengths += [len(ids) for ids in render(tokenizer, batch["messages"])[0]]
     return np.asarray(lengths, dtype=np.int64)
