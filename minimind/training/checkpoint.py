@@ -6,8 +6,12 @@ checkpoints/step-N/
   trainer/optimizer.safetensors optimizer moments and the torch RNG states
 
 A checkpoint is written into a hidden temporary folder and renamed into place,
-so a folder named step-N is always complete; leftovers of a killed save are
-ignored and cleaned. Everything is safetensors or JSON: no pickles.
+so a folder named step-N is always complete. Nothing is deleted under its own
+name either: an old checkpoint is first renamed to a hidden `.deleting-` name
+(and a re-saved step's previous copy to `.replaced-`), then deleted, so a kill at
+any moment leaves only complete step-N folders. `remove_partial` cleans the
+leftovers (and puts back a `.replaced-` copy whose successor never arrived).
+Everything is safetensors or JSON: no pickles.
 """
 
 from __future__ import annotations
@@ -39,12 +43,27 @@ def latest_checkpoint(root: Path) -> Path | None:
     return dirs[-1] if dirs else None
 
 
+TMP, DELETING, REPLACED = ".tmp-", ".deleting-", ".replaced-"
+
+
 def remove_partial(root: Path) -> None:
-    """Delete temporary folders left by a save that was killed."""
-    if root.is_dir():
-        for p in root.iterdir():
-            if p.name.startswith(".tmp-"):
-                shutil.rmtree(p, ignore_errors=True)
+    """Clean what a killed save or rotation left: unfinished and half-deleted folders go; a
+    replaced checkpoint whose new copy never got its name is put back (it is complete)."""
+    if not root.is_dir():
+        return
+    for p in root.iterdir():
+        if p.name.startswith(REPLACED) and not (root / p.name[len(REPLACED):]).exists():
+            p.rename(root / p.name[len(REPLACED):])
+        elif p.name.startswith((TMP, DELETING, REPLACED)):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _delete(folder: Path, prefix: str = DELETING) -> None:
+    """Take `folder` out of the step-N names in one rename, then delete it."""
+    hidden = folder.with_name(prefix + folder.name)
+    shutil.rmtree(hidden, ignore_errors=True)
+    folder.rename(hidden)
+    shutil.rmtree(hidden, ignore_errors=True)
 
 
 def _flatten_optimizer(state: dict) -> tuple[dict, dict]:
@@ -91,9 +110,18 @@ def save_checkpoint(root: Path, step: int, write_model, optimizer_state: dict, t
 
     `write_model(folder)` saves the model (or adapter) and tokenizer into `folder`.
     """
+    try:
+        return _save(root, step, write_model, optimizer_state, trainer_state, keep)
+    except OSError as err:
+        where = f"{root.parent.name}/{root.name}" if root.parent.name else root.name
+        raise TrainingError(f"cannot write checkpoint step-{step} into {where} ({err.strerror or err}); "
+                            "free some disk space or make the run folder writable, then resume") from None
+
+
+def _save(root: Path, step: int, write_model, optimizer_state: dict, trainer_state: dict, keep: int) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step}"
-    tmp = root / f".tmp-step-{step}"
+    tmp = root / f"{TMP}step-{step}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     write_model(tmp)
@@ -108,11 +136,14 @@ def save_checkpoint(root: Path, step: int, write_model, optimizer_state: dict, t
     state = {**trainer_state, "step": step, "optimizer": meta,
              "python_rng": _python_rng_to_json(random.getstate())}
     (trainer / "state.json").write_text(json.dumps(state), encoding="utf-8")
+    replaced = root / f"{REPLACED}step-{step}"
     if final.exists():  # re-saving the same step (e.g. stop right after a periodic save)
-        shutil.rmtree(final)
+        shutil.rmtree(replaced, ignore_errors=True)
+        final.rename(replaced)
     tmp.rename(final)
+    shutil.rmtree(replaced, ignore_errors=True)
     for old in checkpoint_dirs(root)[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
+        _delete(old)
     return final
 
 

@@ -78,22 +78,36 @@ def train(config: TrainConfig, resume: bool = False, progress=None) -> dict:
     cfg = config.resolved(device.split(":")[0], bf16_supported(device))
     cfg.run_dir = str(run.path)
     if info.is_main:
-        run.create()
-        if not resume:
-            cfg.save(run.config_file)
-        run.write_status(state="running", pid=os.getpid(), mode=cfg.mode, run_dir=str(run.path),
-                         error=None, started=time.time())
+        _start_run_folder(run, cfg, resume)
     try:
         with _StopFlag() as stop:
             return _train(cfg, run, info, device, resume, stop, progress)
     except BaseException as err:
         message = str(err) if isinstance(err, MiniMindError) else f"{type(err).__name__}: {err}"
         if info.is_main:
-            run.log("FAILED: " + message + ("" if isinstance(err, MiniMindError) else "\n" + traceback.format_exc()))
-            run.write_status(state="failed", error=message or type(err).__name__)
+            with contextlib.suppress(OSError):  # a folder that cannot be written cannot take the news
+                run.log("FAILED: " + message + ("" if isinstance(err, MiniMindError) else "\n" + traceback.format_exc()))
+                run.write_status(state="failed", error=message or type(err).__name__)
         raise
     finally:
         dist.finish(info)
+
+
+def _start_run_folder(run: RunDir, cfg: TrainConfig, resume: bool) -> None:
+    """Create (or reopen) the run folder and mark it running; an unwritable folder is a
+    TrainingError, and is marked failed when at least its status can still be written."""
+    try:
+        run.create()
+        if not resume:
+            cfg.save(run.config_file)
+        run.write_status(state="running", pid=os.getpid(), mode=cfg.mode, run_dir=str(run.path),
+                         error=None, started=time.time())
+    except OSError as err:
+        message = (f"cannot write into the run folder {run.path.name} ({err.strerror or err}); "
+                   "choose a writable folder (or free disk space), then start or resume the run")
+        with contextlib.suppress(OSError):
+            run.write_status(state="failed", error=message)
+        raise TrainingError(message) from None
 
 
 def _prepare_tokenizer(cfg: TrainConfig, run: RunDir, info):
@@ -222,6 +236,8 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
             run.truncate_metrics_after(state["step"])
         log(f"resumed from {checkpoint.name} (step {state['step']})")
     elif resume:
+        if main:
+            run.truncate_metrics_after(-1)  # nothing was kept: the curve starts again from step 0
         log("no complete checkpoint yet: starting from step 0")
 
     max_steps = state.get("max_steps") or cfg.max_steps
