@@ -101,3 +101,37 @@ def test_new_user_trains_chats_and_exports_in_the_browser(tmp_path):
             raise
         finally:
             browser.close()
+
+
+def test_login_page_then_the_studio_and_its_api_in_the_browser(tmp_path):
+    """With MINIMIND_AUTH the browser sees only the login form; after it, the page and /v1 answer."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from webapp.gate import Access
+
+    shipped = make_shipped(tmp_path / "checkpoints")
+    app = build_app(tmp_path / "workspace", shipped_dir=shipped, background_jobs=False,
+                    access=Access(login=("ada", "lovelace")))
+    with LiveServer(app, free_port()) as server, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        page = browser.new_page()
+        page.set_default_timeout(60_000)
+        try:
+            page.goto(server.url)
+            page.locator("input[type=password]").wait_for()
+            assert page.request.get(server.url + "/v1/models").status == 401
+            page.locator("input[type=text]").first.fill("ada")
+            page.locator("input[type=password]").fill("lovelace")
+            page.keyboard.press("Enter")
+            expect(page.locator("#title")).to_contain_text("MiniMind Studio")
+            expect(page.get_by_role("tab", name="Chat")).to_be_visible()
+            models = page.request.get(server.url + "/v1/models")  # the page's session opens /v1 too
+            assert models.status == 200 and "minimind-tang" in models.text()
+        except Exception:
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "login-failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()

@@ -74,7 +74,7 @@ def test_lora_run_then_chat_with_it_then_export_and_download(studio):
     server, client, ws, shipped = studio
     if not (ws / "corpora" / "tang-chat").is_dir():
         test_corpus_tab_inspects_a_sample_and_saves_it(studio)
-    inputs = [str(shipped), "lora", "tang-chat", 3, 4, 64, 1e-3, 1, "auto", 4, 8, 0]
+    inputs = ["shipped:minimind-tang", "lora", "tang-chat", 3, 4, 64, 1e-3, 1, "auto", 4, 8, 0]
     estimate = client.predict(*inputs, api_name="/estimate")
     assert "parameters" in estimate and "tokens per epoch" in estimate and "steps" in estimate
     run_choice, message = client.predict(*inputs, api_name="/start_training")
@@ -90,17 +90,18 @@ def test_lora_run_then_chat_with_it_then_export_and_download(studio):
     adapter = Path(status["final_checkpoint"])
     assert (adapter / "adapter_config.json").is_file()
 
-    # chat with base + adapter (a finished run's model), streaming through the handler
-    controls = [str(adapter), str(shipped), False, "你是詩人", 0.0, 0.9, 0, 12, 1.0]
+    # chat with base + adapter (a finished run's model, named by its run id), streaming through the handler
+    controls = [f"run:{run_id}", "shipped:minimind-tang", False, "你是詩人", 0.0, 0.9, 0, 12, 1.0]
     _, history, _ = client.predict("寫一首詩", [], [], *controls, api_name="/chat")
     assert history[-1]["role"] == "assistant" and history[-1]["content"]
     # side by side: the same message to base and fine-tuned model
-    side = [str(shipped), str(adapter), True] + controls[3:]
+    side = ["shipped:minimind-tang", f"run:{run_id}", True] + controls[3:]
     _, a, b = client.predict("續寫：床前明月光", [], [], *side, api_name="/chat")
     assert a[-1]["role"] == b[-1]["role"] == "assistant"
-    # a model that is not offered is refused
-    with pytest.raises(Exception, match="not one of"):
-        client.predict("hi", [], [], "/etc", *controls[1:], api_name="/chat")
+    # a model that is not offered is refused, and so is a folder named by its path
+    for value in ("/etc", str(shipped), "run:../../etc"):
+        with pytest.raises(Exception, match="not one of"):
+            client.predict("hi", [], [], value, *controls[1:], api_name="/chat")
 
     # the API lists the finished run next to the shipped model
     names = [m["id"] for m in httpx.get(f"{server.url}/v1/models").json()["data"]]
@@ -108,7 +109,7 @@ def test_lora_run_then_chat_with_it_then_export_and_download(studio):
              timeout=30, what="the run in /v1/models")
     assert "minimind-tang" in names
 
-    table, files, message = client.predict(str(adapter), ["merged", "gguf-f16"], None, api_name="/export")
+    table, files, message = client.predict(f"run:{run_id}", ["merged", "gguf-f16"], None, api_name="/export")
     rows = {r[0]: r for r in table["data"]}
     assert set(rows) == {"merged", "gguf-f16"} and all(r[-1] == "verified" for r in rows.values())
     downloaded = [Path(f) for f in files]
@@ -157,6 +158,8 @@ def test_names_and_paths_stay_inside_the_workspace(tmp_path):
     evil.write_text('{"text": "a"}\n')
     stored = ws.store_upload(evil, "../../../evil.jsonl")
     assert stored.name == "evil.jsonl" and ws.root in stored.resolve().parents
+    long_name = ws.store_upload(evil, "诗" * 150 + "-" + "a" * 150 + ".jsonl")  # 300+ characters
+    assert long_name.suffix == ".jsonl" and len(long_name.name) == 80
 
 
 def test_restarted_app_reattaches_to_a_running_job(tmp_path):

@@ -3,6 +3,7 @@ OpenAI-compatible API under /v1, in one FastAPI app."""
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -10,12 +11,17 @@ import gradio as gr
 from fastapi import FastAPI
 
 from minimind.serving import ModelRegistry, create_app
+from minimind.serving.guards import BodyLimit, max_request_bytes
 
 from .context import AppContext
+from .gate import Access, Gate, gradio_session_user
 from .i18n import I18N, t
 from .jobs import JobManager
 from .tabs import chat, corpus, export, train
 from .workspace import Workspace
+
+log = logging.getLogger(__name__)
+UPLOAD_ROUTE = "/gradio_api/upload"  # Gradio's upload: bounded by the upload limit instead, streamed to disk
 
 CSS = """
 .mm-progress { width: 100%; height: 14px; background: #e5e7eb; border-radius: 7px; overflow: hidden; }
@@ -26,6 +32,8 @@ CSS = """
 def build_blocks(ctx: AppContext) -> gr.Blocks:
     with gr.Blocks(title="MiniMind Studio") as blocks:
         gr.Markdown(f"# {EN_TITLE}", elem_id="title")
+        if ctx.public_warning:
+            gr.Markdown(f"⚠️ **{ctx.public_warning}**", elem_id="public-warning")
         gr.Markdown(t("subtitle"))
         with gr.Tabs():
             with gr.Tab(t("tab_corpus"), id="corpus", elem_id="tab-corpus"):
@@ -49,7 +57,9 @@ API_HELP = """The same models answer at `/v1` (OpenAI-compatible: `GET /v1/model
 curl -s localhost:7860/v1/chat/completions -H 'Content-Type: application/json' \\
   -d '{"model": "minimind-tang", "messages": [{"role": "user", "content": "續寫：床前明月光"}]}'
 ```
-Set `MINIMIND_API_KEY` to require `Authorization: Bearer <key>`."""
+Set `MINIMIND_API_KEY` to require `Authorization: Bearer <key>`; with a login (`MINIMIND_AUTH`),
+`/v1` takes that key, the page's user and password as HTTP Basic (`curl -u user:password`), or
+this page's session."""
 
 
 def sync_registry(ctx: AppContext, registry: ModelRegistry) -> None:
@@ -72,42 +82,58 @@ def sync_registry(ctx: AppContext, registry: ModelRegistry) -> None:
 
 def build_app(workspace: str | Path, upload_limit_mb: float | None = None,
               auth: tuple[str, str] | None = None, background_jobs: bool = True,
-              shipped_dir: str | Path | None = None) -> FastAPI:
+              shipped_dir: str | Path | None = None, access: Access | None = None) -> FastAPI:
     """The whole server as one FastAPI app (uvicorn runs it; tests run it in a thread).
 
     `shipped_dir` (default: the repository's checkpoints/) holds the ready-to-chat models.
+    `access` (default: read from the environment, see gate.py) says who may use it; `auth`
+    sets the page's login on top of it.
     """
+    access = access or Access.from_env()
+    if auth is not None:
+        access = Access(auth, access.api_key, access.public_space, access.public_api)
     limit = upload_limit_mb or float(os.environ.get("MINIMIND_UPLOAD_LIMIT_MB", "200"))
     ws = Workspace(Path(workspace), limit)
     jobs = JobManager(ws)
-    ctx = AppContext(ws, jobs) if shipped_dir is None else AppContext(ws, jobs, shipped_dir=Path(shipped_dir))
+    ctx = AppContext(ws, jobs, public_warning=access.warning())
+    if shipped_dir is not None:
+        ctx.shipped_dir = Path(shipped_dir)
+    if ctx.public_warning:
+        log.warning("MiniMind Studio: %s", ctx.public_warning)
+        print(f"WARNING: {ctx.public_warning}", flush=True)
     registry = ModelRegistry()
     sync_registry(ctx, registry)
     jobs.on_tick.append(lambda: sync_registry(ctx, registry))
     if background_jobs:
         jobs.start_background()
-    api = create_app(registry, api_key=os.environ.get("MINIMIND_API_KEY") or None)
-    app = gr.mount_gradio_app(api, build_blocks(ctx), path="/", auth=auth, i18n=I18N, css=CSS,
-                              theme=gr.themes.Soft(), max_file_size=f"{int(limit)}mb",
-                              allowed_paths=[str(ws.root)], show_error=True)
+    # the gate below decides who may call /v1 and bounds every body: the API adds no check of its own
+    app = create_app(registry, api_key=None, max_request_bytes=None)
+    blocks = build_blocks(ctx)
+    app = gr.mount_gradio_app(app, blocks, path="/", auth=access.login, i18n=I18N, css=CSS,
+                              theme=gr.themes.Soft(), max_file_size=f"{int(limit)}mb", show_error=False)
+    gradio_app = _mounted_gradio(app)
+    ctx.uploads.attach(blocks.upload_file_set, gradio_app.uploaded_file_dir)
+    body_limit = max_request_bytes(os.environ.get("MINIMIND_MAX_REQUEST_MB"))
+    app.add_middleware(BodyLimit, max_bytes=body_limit, applies=lambda path: not path.startswith(UPLOAD_ROUTE))
+    app.add_middleware(Gate, access=access, session_user=gradio_session_user(gradio_app))  # outermost
     app.state.context = ctx
+    app.state.access = access
     return app
 
 
-def auth_from_env() -> tuple[str, str] | None:
-    value = os.environ.get("MINIMIND_AUTH", "")
-    if not value:
-        return None
-    user, sep, password = value.partition(":")
-    if not sep or not user or not password:
-        raise SystemExit("MINIMIND_AUTH must look like user:password")
-    return user, password
+def _mounted_gradio(app: FastAPI):
+    """The Gradio app mount_gradio_app placed at "/" (its login tokens and upload folder)."""
+    for route in app.routes:
+        inner = getattr(route, "app", None)
+        if hasattr(inner, "get_blocks") and hasattr(inner, "uploaded_file_dir"):
+            return inner
+    raise RuntimeError("the Gradio page is not mounted")
 
 
 def serve(host: str = "0.0.0.0", port: int = 7860, workspace: str | Path = "workspace") -> None:
     import uvicorn
 
-    app = build_app(workspace, auth=auth_from_env())
+    app = build_app(workspace)
     print(f"MiniMind Studio on http://{'localhost' if host == '0.0.0.0' else host}:{port} "
           f"(workspace {Path(workspace).resolve()})", flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")

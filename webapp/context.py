@@ -4,6 +4,7 @@ models, the shipped checkpoints and the bundled samples. No module-level state."
 from __future__ import annotations
 
 import functools
+import re
 import threading
 import traceback
 from collections import OrderedDict
@@ -15,6 +16,7 @@ import gradio as gr
 from minimind.errors import MiniMindError
 
 from .jobs import JobManager
+from .uploads import UploadArea
 from .workspace import Workspace, WorkspaceError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,6 +59,8 @@ class AppContext:
     jobs: JobManager
     models: ModelCache = field(default_factory=ModelCache)
     shipped_dir: Path = SHIPPED_DIR
+    uploads: UploadArea = field(default_factory=UploadArea)   # the files requests may hand in
+    public_warning: str | None = None                         # shown on top of the page when set
 
     def shipped(self) -> dict[str, Path]:
         """Shipped checkpoints (folders with a config.json), the default one first."""
@@ -64,22 +68,41 @@ class AppContext:
         return dict(sorted(found.items(), key=lambda kv: kv[0] != DEFAULT_MODEL))
 
     def model_choices(self) -> list[tuple[str, str]]:
-        """(label, folder) for every model a user can chat with or export."""
-        choices = [(f"shipped: {name}", str(path)) for name, path in self.shipped().items()]
-        choices += [(label, str(path)) for label, path in self.jobs.finished_models()]
+        """(label, id) for every model a user can chat with or export: `shipped:<name>` or
+        `run:<run id>`. The page and its API name models by these ids, never by folder."""
+        choices = [(f"shipped: {name}", f"shipped:{name}") for name in self.shipped()]
+        choices += [(label, f"run:{run_id}") for run_id, label, _ in self.jobs.finished_models()]
         return choices
 
-    def known_model(self, value: str | None) -> str:
-        """`value` if it is one of the offered models; the page never loads any other folder."""
-        if not value:
+    def model_folder(self, model_id: str | None) -> Path:
+        """The folder of an offered model id; the page never loads any other folder."""
+        if not model_id:
             raise WorkspaceError("choose a model")
-        if value not in {v for _, v in self.model_choices()}:
-            raise WorkspaceError(f"{value!r} is not one of the shipped models or finished runs")
-        return value
+        kind, _, name = str(model_id).partition(":")
+        if kind == "shipped" and name in self.shipped():
+            return self.shipped()[name]
+        if kind == "run":
+            for run_id, _, folder in self.jobs.finished_models():
+                if run_id == name:
+                    return folder
+        raise WorkspaceError(f"{model_id!r} is not one of the shipped models or finished runs")
+
+
+# an absolute path of two or more parts (not a URL, not "chars/token"): shown by its last part only
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.:/~])/(?:[^\s/'\"`:,;()]+/)+([^\s/'\"`:,;()]*)")
+
+
+def without_paths(message: str) -> str:
+    """`message` with every absolute path cut to its last part: the page names no server path."""
+    return _ABSOLUTE_PATH.sub(lambda m: m.group(1) or "(folder)", message)
+
+
+INTERNAL_ERROR = "something went wrong on the server; its log has the details (please report it)"
 
 
 def user_errors(fn):
-    """Show a MiniMindError's message in the page (gr.Error), never a traceback."""
+    """Show a MiniMindError's message in the page (gr.Error); anything else is a bug, shown as
+    one sentence with no traceback, exception text or server path (the log keeps those)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
@@ -87,10 +110,10 @@ def user_errors(fn):
         except gr.Error:
             raise
         except MiniMindError as err:
-            raise gr.Error(str(err), print_exception=False) from None
-        except Exception as err:  # a bug: say so briefly, keep the traceback in the server log
+            raise gr.Error(without_paths(str(err)), print_exception=False) from None
+        except Exception:
             traceback.print_exc()
-            raise gr.Error(f"internal error ({type(err).__name__}): {err}", print_exception=False) from None
+            raise gr.Error(INTERNAL_ERROR, print_exception=False) from None
     return wrapper
 
 
@@ -103,8 +126,8 @@ def user_errors_gen(fn):
         except gr.Error:
             raise
         except MiniMindError as err:
-            raise gr.Error(str(err), print_exception=False) from None
-        except Exception as err:
+            raise gr.Error(without_paths(str(err)), print_exception=False) from None
+        except Exception:
             traceback.print_exc()
-            raise gr.Error(f"internal error ({type(err).__name__}): {err}", print_exception=False) from None
+            raise gr.Error(INTERNAL_ERROR, print_exception=False) from None
     return wrapper

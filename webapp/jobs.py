@@ -88,14 +88,14 @@ class JobManager:
                 return run
         return None
 
-    def finished_models(self) -> list[tuple[str, Path]]:
-        """(label, model folder) of every finished or stopped run with a checkpoint."""
+    def finished_models(self) -> list[tuple[str, str, Path]]:
+        """(run id, label, model folder) of every finished or stopped run with a checkpoint."""
         out = []
         for run in self.runs():
             s = run.read_status()
             ckpt = latest_checkpoint(run.checkpoints)
             if s.get("state") in ("finished", "stopped") and ckpt is not None:
-                out.append((f"run {run.path.name} ({s.get('mode', '')}, step {ckpt.name[5:]})", ckpt))
+                out.append((run.path.name, f"run {run.path.name} ({s.get('mode', '')}, step {ckpt.name[5:]})", ckpt))
         return out
 
     # ---- actions ---------------------------------------------------------------

@@ -32,7 +32,12 @@ def safe_name(name: str, max_len: int = 80) -> str:
     base = re.sub(r"[^\w.\-]+", "_", base).strip("._")
     if not base:
         raise WorkspaceError(f"{name!r} is not a usable name: use letters, digits, '.', '-' or '_'")
-    return base[:max_len]
+    if len(base) <= max_len:
+        return base
+    stem, suffix = os.path.splitext(base)
+    if not stem or len(suffix) > 16:
+        return base[:max_len]
+    return stem[:max_len - len(suffix)] + suffix  # a long name keeps its extension: the type is read from it
 
 
 @dataclass

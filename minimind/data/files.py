@@ -75,7 +75,7 @@ def _resolve(given: str | os.PathLike, config: DataConfig) -> CorpusFile:
         root = Path(config.root).resolve()
         path = (root / path).resolve()
         if not path.is_relative_to(root):
-            raise CorpusError(f"the name leads outside the corpus folder; expected a file inside {root}",
+            raise CorpusError("the name leads outside the corpus folder; expected a file inside that folder",
                               name, "file name")
     try:
         st = path.stat()

@@ -11,15 +11,31 @@ from ..context import AppContext, user_errors, user_errors_gen
 from ..i18n import t
 
 
+def _text(content) -> str | None:
+    """The text of a chat message's content (a string or text parts); None for anything else."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type", "text") == "text"
+                                         and isinstance(p.get("text"), str) for p in content):
+        return "".join(p["text"] for p in content)
+    return None
+
+
+def text_history(history) -> list[dict]:
+    """The user and assistant turns of a history as plain text. Anything else a caller put in it
+    (a file, an image, a component) is dropped: echoed back, the page would serve it as a download."""
+    turns = []
+    for turn in history or []:
+        if isinstance(turn, dict) and turn.get("role") in ("user", "assistant"):
+            text = _text(turn.get("content"))
+            if text is not None:
+                turns.append({"role": turn["role"], "content": text})
+    return turns
+
+
 def _messages(history: list[dict], system: str) -> list[dict]:
     msgs = [{"role": "system", "content": system.strip()}] if system and system.strip() else []
-    for turn in history:
-        content = turn.get("content")
-        if isinstance(content, list):  # gradio may hand back structured content
-            content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
-        if turn.get("role") in ("user", "assistant") and isinstance(content, str):
-            msgs.append({"role": turn["role"], "content": content})
-    return msgs
+    return msgs + text_history(history)
 
 
 def _params(temperature, top_p, top_k, max_new, repetition) -> SamplingParams:
@@ -27,9 +43,9 @@ def _params(temperature, top_p, top_k, max_new, repetition) -> SamplingParams:
                           max_new_tokens=int(max_new), repetition_penalty=float(repetition))
 
 
-def _answer(ctx: AppContext, model_path: str, history: list[dict], system: str, params: SamplingParams):
+def _answer(ctx: AppContext, model_id: str, history: list[dict], system: str, params: SamplingParams):
     """Yields the growing history with the assistant's answer streaming in."""
-    model, tokenizer = ctx.models.get(ctx.known_model(model_path))
+    model, tokenizer = ctx.models.get(ctx.model_folder(model_id))
     generation = chat(model, tokenizer, _messages(history, system), params)
     note = (f"\n\n_(the {generation.dropped_turns} oldest turns were left out to fit the context)_"
             if generation.dropped_turns else "")
@@ -46,11 +62,11 @@ def _answer(ctx: AppContext, model_path: str, history: list[dict], system: str, 
 def respond(ctx: AppContext, message, history, history_b, model, model_b, side_by_side, system,
             temperature, top_p, top_k, max_new, repetition):
     """Send `message` (to two models side by side when asked) and stream the answers."""
-    if not message or not message.strip():
+    if not isinstance(message, str) or not message.strip():
         raise gr.Error("type a message first", print_exception=False)
     params = _params(temperature, top_p, top_k, max_new, repetition)
-    history = (history or []) + [{"role": "user", "content": message}]
-    history_b = (history_b or []) + [{"role": "user", "content": message}] if side_by_side else history_b or []
+    history = text_history(history) + [{"role": "user", "content": message}]
+    history_b = text_history(history_b) + [{"role": "user", "content": message}] if side_by_side else []
     yield "", history, history_b
     yield from _stream_both(ctx, history, history_b, model, model_b if side_by_side else None, system, params)
 
@@ -75,7 +91,7 @@ def regenerate(ctx: AppContext, history, history_b, model, model_b, side_by_side
                temperature, top_p, top_k, max_new, repetition):
     """Drop the last answer(s) and ask again with the same last message."""
     def trimmed(h):
-        h = list(h or [])
+        h = text_history(h)
         while h and h[-1].get("role") == "assistant":
             h.pop()
         return h

@@ -23,11 +23,11 @@ def _data_config(ctx: AppContext, kind, text_field, split, strict) -> DataConfig
 
 
 def stored_files(ctx: AppContext, uploads, sample: str | None) -> list[str]:
-    """Copy uploads (or the chosen sample, with its license) into the workspace; return their paths."""
-    paths = []
-    for item in uploads or []:
-        path = Path(getattr(item, "name", item))
-        paths.append(str(ctx.workspace.store_upload(path, path.name)))
+    """Copy uploads (or the chosen sample, with its license) into the workspace; return their paths.
+
+    Every upload is checked before any is read or copied: only files this server received."""
+    received = [ctx.uploads.accept(item) for item in uploads or []]
+    paths = [str(ctx.workspace.store_upload(path, path.name)) for path in received]
     if not paths and sample:
         if sample not in SAMPLES:
             raise WorkspaceError(f"unknown sample {sample!r}")

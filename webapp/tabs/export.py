@@ -22,7 +22,7 @@ def _eval_text(ctx: AppContext, eval_file) -> tuple[list[str] | None, str]:
     from minimind.data import iter_texts
 
     if eval_file:
-        path = ctx.workspace.store_upload(Path(getattr(eval_file, "name", eval_file)))
+        path = ctx.workspace.store_upload(ctx.uploads.accept(eval_file))
         docs = []
         for text in iter_texts([str(path)]):
             docs.append(text)
@@ -32,14 +32,13 @@ def _eval_text(ctx: AppContext, eval_file) -> tuple[list[str] | None, str]:
     return None, "the built-in sample text"
 
 
-def run_export(ctx: AppContext, model_path, formats, eval_file):
-    model_path = ctx.known_model(model_path)
+def run_export(ctx: AppContext, model_id, formats, eval_file):
+    docs, eval_name = _eval_text(ctx, eval_file)  # a file that was not uploaded here is refused first
+    folder = ctx.model_folder(model_id)
     if not formats:
         raise gr.Error("choose at least one format", print_exception=False)
-    docs, eval_name = _eval_text(ctx, eval_file)
-    out_root = ctx.workspace.new_export_dir(Path(model_path).parent.parent.name if "checkpoints" in model_path
-                                            else Path(model_path).name)
-    results = export_many(model_path, formats, out_root, eval_text=docs, eval_name=eval_name)
+    out_root = ctx.workspace.new_export_dir(str(model_id).partition(":")[2])
+    results = export_many(str(folder), formats, out_root, eval_text=docs, eval_name=eval_name)
     rows, downloads = [], []
     for r in results:
         rows.append({"format": r.format, "size MB": round(r.size_bytes / 2**20, 2) if r.size_bytes else None,

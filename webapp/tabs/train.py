@@ -32,8 +32,8 @@ def device_line() -> str:
 def base_choices(ctx: AppContext) -> list[tuple[str, str]]:
     """New models by preset, the shipped models, and finished full-model runs."""
     choices = [(f"new model: {name}", f"new:{name}") for name in PRESETS]
-    choices += [(label, path) for label, path in ctx.model_choices()
-                if not (Path(path) / "adapter_config.json").is_file()]
+    choices += [(label, model_id) for label, model_id in ctx.model_choices()
+                if not (ctx.model_folder(model_id) / "adapter_config.json").is_file()]
     return choices
 
 
@@ -76,7 +76,7 @@ def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr,
         if (tok / "tokenizer.json").is_file():
             raw["model"]["tokenizer"] = str(tok)
     else:
-        raw["model"] = {"init_from": base}
+        raw["model"] = {"init_from": str(ctx.model_folder(base))}
     config = TrainConfig.from_dict(raw)
     config.validate()
     return config
@@ -122,7 +122,7 @@ def watch(ctx: AppContext, run_id):
         run_id = active.path.name if active else (run_choices(ctx) or [None])[0]
     if not run_id:
         return "", "", None, "", runs, queue_md, gr.update()
-    run = RunDir(ctx.workspace.runs / run_id)
+    run = RunDir(ctx.workspace.run_dir(run_id))  # a run of this workspace, by id: never a path
     s = run.read_status()
     step, total = s.get("step", 0) or 0, s.get("total") or 0
     pct = 100.0 * step / total if total else 0.0

@@ -1,0 +1,410 @@
+"""A public deployment attacked as an outsider would: every endpoint that takes a file is found by
+enumerating the running app's API and handed paths it never received; every route is called
+without the login; /v1 gets oversized, malformed and misdirected requests."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+from gradio_client import Client, handle_file
+
+from minimind.serving.guards import parse_json
+from minimind.serving.protocol import ApiError
+from webapp.app import build_app
+from webapp.gate import Access, _public
+from webapp.uploads import REFUSAL
+from helpers import ROOT
+from webapp_helpers import LiveServer, free_port, make_shipped, wait_for
+
+SECRET = "TOP-SECRET-7f3a"  # content of files outside the upload area; must never come back
+LOGIN = ("ada", "lovelace")
+KEY = "k3y-for-programs"
+
+
+def _call(url: str, api_name: str, data: list, **http) -> tuple[str, object]:
+    """(event, payload) of one call through Gradio's HTTP API, as a script (not gradio_client,
+    which would upload a local path itself) would make it."""
+    started = httpx.post(f"{url}/gradio_api/call{api_name}", json={"data": data}, timeout=30, **http)
+    assert started.status_code == 200, started.text
+    stream = httpx.get(f"{url}/gradio_api/call{api_name}/{started.json()['event_id']}", timeout=300, **http).text
+    event, payload = "", None
+    for line in stream.splitlines():
+        if line.startswith("event: "):
+            event = line[7:]
+        elif line.startswith("data: "):
+            payload = json.loads(line[6:])
+    return event, payload
+
+
+def _file_param(param: dict) -> str | None:
+    """'chat' / 'files' / 'file' when a parameter can carry a FileData, else None."""
+    schema = json.dumps(param["type"])
+    if "FileData" not in schema and "gradio.FileData" not in schema:
+        return None
+    if param.get("component") == "Chatbot":
+        return "chat"
+    return "files" if param["type"].get("type") == "array" else "file"
+
+
+def _file_data(path) -> dict:
+    return {"path": str(path), "meta": {"_type": "gradio.FileData"}}
+
+
+def _arguments(info: dict, path) -> list:
+    """Arguments for one endpoint: the hostile path wherever a file can go, defaults elsewhere."""
+    args = []
+    for param in info["parameters"]:
+        kind = _file_param(param)
+        if kind == "file":
+            args.append(_file_data(path))
+        elif kind == "files":
+            args.append([_file_data(path)])
+        elif kind == "chat":
+            args.append([{"role": "user", "content": [{"type": "file", "file": _file_data(path)}]},
+                         {"role": "assistant", "content": [{"type": "file", "file": _file_data(path)}]},
+                         {"role": "user", "content": [{"type": "text", "text": "hi"}]}])
+        elif param["parameter_has_default"]:
+            args.append(param["parameter_default"])
+        else:
+            args.append(param["example_input"])
+    return args
+
+
+def _files_under(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
+
+
+def _holding_secret(folder: Path) -> set[Path]:
+    found = set()
+    for p in folder.rglob("*"):
+        try:
+            if p.is_file() and SECRET.encode() in p.read_bytes():
+                found.add(p)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory):
+    root = tmp_path_factory.mktemp("security")
+    shipped = make_shipped(root / "checkpoints")
+    app = build_app(root / "ws", shipped_dir=shipped, background_jobs=False, access=Access())
+    with LiveServer(app, free_port()) as server:
+        yield server, app, root
+
+
+def test_every_endpoint_that_takes_a_file_refuses_paths_it_did_not_receive(studio):
+    server, app, root = studio
+    ws = root / "ws"
+    client = Client(server.url, verbose=False)
+    endpoints = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
+    targets = {name: info for name, info in endpoints.items()
+               if any(_file_param(p) for p in info["parameters"])}
+    assert {"/inspect_corpus", "/export", "/chat", "/regenerate"} <= set(targets), sorted(targets)
+
+    # a saved corpus gives the workspace files of other kinds (corpus.json, a stored upload)
+    client.predict([], "Tang poems (2,016 poems, JSONL)", "auto", "", "paragraph", False, api_name="/inspect_corpus")
+    client.predict("saved", "auto", "", "paragraph", False, False, 6400, api_name="/save_corpus")
+    upload_dir = Path(app.state.context.uploads._folder)
+    outside = root / "outside" / "secret.txt"
+    outside.parent.mkdir()
+    outside.write_text(SECRET + "\n", encoding="utf-8")
+    plant = upload_dir / f"planted-{uuid.uuid4().hex}"  # Gradio's upload folder is shared: a folder of our own
+    planted = plant / "never-uploaded" / "notes.txt"  # in the folder, but not received
+    planted.parent.mkdir(parents=True)
+    planted.write_text(SECRET + "\n", encoding="utf-8")
+    link = plant / "link" / "passwd.txt"
+    link.parent.mkdir(parents=True)
+    link.symlink_to("/etc/passwd")
+    hostile = {
+        "absolute": outside,
+        "dot-dot": upload_dir / os.path.relpath(outside, upload_dir),
+        "symlink into /etc": link,
+        "inside the upload folder, never uploaded": planted,
+        "workspace corpus.json": ws / "corpora" / "saved" / "corpus.json",
+        "workspace stored upload": next((ws / "corpora" / "saved").glob("*.jsonl")),
+        "missing": root / "outside" / "no-such-file.txt",
+    }
+    workspace_before = _files_under(ws)
+    secrets_before = _holding_secret(upload_dir)
+    for name, info in targets.items():
+        kinds = {_file_param(p) for p in info["parameters"]} - {None}
+        for label, path in hostile.items():
+            event, payload = _call(server.url, name, _arguments(info, path))
+            text = json.dumps(payload)
+            where = f"{name} with {label}"
+            assert SECRET not in text and "root:x:0" not in text, where
+            assert str(path) not in text and str(upload_dir) not in text, where  # no path comes back
+            assert '"type": "file"' not in text and "gradio_api/file=" not in text, where  # nothing to download
+            if kinds & {"file", "files"}:
+                assert event == "error" and payload["error"] == REFUSAL, (where, payload)
+    downloads = {**hostile, "workspace lock": ws / "jobs.lock"}
+    downloads.pop("inside the upload folder, never uploaded")  # Gradio serves its own folder, by design
+    for label, path in downloads.items():  # nor downloaded by path
+        for route in ("/gradio_api/file=", "/gradio_api/file/"):
+            answer = httpx.get(server.url + route + str(path))
+            assert answer.status_code in (403, 404) and SECRET not in answer.text, (route, label)
+    assert _files_under(ws) == workspace_before  # nothing was copied into the workspace
+    assert _holding_secret(upload_dir) == secrets_before  # nor into Gradio's cache for download
+    shutil.rmtree(plant)
+
+
+def test_a_real_upload_is_accepted_and_a_missing_path_tells_nothing(studio, tmp_path):
+    server, app, _ = studio
+    poems = tmp_path / "poems.jsonl"
+    poems.write_text('{"text": "床前明月光，疑是地上霜。"}\n{"text": "春眠不覺曉。"}\n', encoding="utf-8")
+    client = Client(server.url, verbose=False)
+    summary, *_ = client.predict([handle_file(str(poems))], None, "auto", "", "paragraph", False,
+                                 api_name="/inspect_corpus")
+    assert "**Documents:** 2" in summary
+    # what the upload route returned can be sent again by a script: it was received here
+    uploaded = httpx.post(f"{server.url}/gradio_api/upload", files=[("files", ("p.jsonl", poems.read_bytes()))])
+    event, payload = _call(server.url, "/inspect_corpus", [[_file_data(uploaded.json()[0])], None, "auto", "",
+                                                           "paragraph", False])
+    assert event == "complete" and "**Documents:** 2" in payload[0]
+
+
+def test_no_text_parameter_reads_a_folder_outside_the_workspace(studio):
+    """Names of runs, corpora and models come as text: a path in any of them reads nothing."""
+    server, app, root = studio
+    ws = root / "ws"
+    bait = root / "bait"
+    (bait / "checkpoints" / "step-1").mkdir(parents=True, exist_ok=True)
+    for name in ("train.log", "status.json", "metrics.jsonl", "config.yaml", "corpus.json", "config.json"):
+        (bait / name).write_text(SECRET + "\n", encoding="utf-8")
+    values = [str(bait), os.path.relpath(bait, ws / "runs"), os.path.relpath(bait, ws / "corpora"),
+              f"run:{os.path.relpath(bait, ws / 'runs')}", f"shipped:{os.path.relpath(bait, root / 'checkpoints')}",
+              f"new:{bait}"]
+    endpoints = Client(server.url, verbose=False).view_api(return_format="dict", print_info=False)["named_endpoints"]
+    tried = 0
+    for name, info in endpoints.items():
+        params = info["parameters"]
+        for i, param in enumerate(params):
+            label = param["label"].get("key") if isinstance(param["label"], dict) else param["label"]
+            if param["type"].get("type") != "string" or label in ("message", "system"):
+                continue  # free text for the model, not a name
+            for value in values:
+                args = _arguments(info, bait / "train.log")
+                args[i] = value
+                event, payload = _call(server.url, name, args)
+                tried += 1
+                assert SECRET not in json.dumps(payload) and str(bait) not in json.dumps(payload).replace(
+                    json.dumps(value)[1:-1], ""), (name, label, value)
+    assert tried > 20
+
+
+def _routes(app, prefix: str = ""):
+    """(path, methods) of every route of the app, of the apps mounted in it and of the routers
+    they include (FastAPI keeps an included router whole, with its prefix, since 0.16x)."""
+    for route in getattr(app, "routes", []):
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            yield from _routes(included, prefix + route.include_context.prefix)
+            continue
+        path = prefix + getattr(route, "path", "")
+        inner = getattr(route, "app", None)
+        if hasattr(inner, "routes") and not getattr(route, "methods", None):
+            yield from _routes(inner, path)
+        else:
+            yield path, sorted(getattr(route, "methods", None) or {"GET"})
+
+
+def _concrete(path: str) -> str:
+    import re
+
+    return re.sub(r"\{[^}]+\}", "x", path) or "/"
+
+
+def test_with_a_login_every_route_needs_it(tmp_path):
+    shipped = make_shipped(tmp_path / "checkpoints")
+    app = build_app(tmp_path / "ws", shipped_dir=shipped, background_jobs=False,
+                    access=Access(login=LOGIN, api_key=KEY))
+    routes = sorted(set((_concrete(p), m) for p, methods in _routes(app) for m in methods))
+    assert len(routes) > 80 and ("/gradio_api/upload", "POST") in routes and ("/v1/chat/completions", "POST") in routes
+    with LiveServer(app, free_port()) as server:
+        opened = []
+        for path, method in routes:
+            answer = httpx.request(method, server.url + path, timeout=30)
+            if _public(path, method):
+                opened.append(path)
+                assert answer.status_code != 401 or path in ("/login", "/login/")  # the login form's own needs
+            else:
+                assert answer.status_code == 401, (method, path, answer.status_code, answer.text[:200])
+        assert set(opened) <= {"/", "/login", "/login/", "/theme.css", "/favicon.ico", "/robots.txt",
+                               "/manifest.json"} | {p for p in opened if p.startswith(("/assets/", "/static/"))}
+        page = httpx.get(server.url + "/")
+        assert "inspect_corpus" not in page.text and "minimind-tang" not in page.text  # the login form only
+        assert httpx.post(server.url + "/gradio_api/upload", files=[("files", ("a.txt", b"x"))]).status_code == 401
+        v1 = httpx.get(server.url + "/v1/models")
+        assert v1.status_code == 401 and v1.json()["error"]["code"] == "invalid_api_key"
+
+        # programs: the bearer key or the page's user and password; browsers: the session cookie
+        assert httpx.get(server.url + "/v1/models", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
+        assert httpx.get(server.url + "/v1/models", auth=LOGIN).status_code == 200
+        assert httpx.get(server.url + "/v1/models", auth=(LOGIN[0], "wrong")).status_code == 401
+        assert httpx.get(server.url + "/v1/models", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        with httpx.Client(base_url=server.url) as browser:
+            assert browser.post("/login", data={"username": "ada", "password": "wrong"}).status_code >= 400
+            assert browser.get("/config").status_code == 401
+            assert browser.post("/login", data={"username": "ada", "password": "lovelace"}).status_code == 200
+            assert browser.get("/config").status_code == 200
+            assert browser.get("/v1/models").status_code == 200
+        client = Client(server.url, auth=LOGIN, verbose=False)
+        assert "/chat" in client.view_api(return_format="dict", print_info=False)["named_endpoints"]
+
+
+def test_access_rules():
+    allow = lambda access, path, headers={}, user=None, method="GET": access.allows(  # noqa: E731
+        path, method, headers, lambda: user)
+    bearer = {"authorization": f"Bearer {KEY}"}
+    open_local = Access()
+    assert allow(open_local, "/v1/models") and allow(open_local, "/config")
+    keyed = Access(api_key=KEY)
+    assert not allow(keyed, "/v1/models") and allow(keyed, "/v1/models", bearer) and allow(keyed, "/config")
+    space = Access.from_env({"SPACE_ID": "someone/studio"})
+    assert space.open_to_all and not space.public_api and "no login" in space.warning()
+    assert allow(space, "/config") and not allow(space, "/v1/models") and not allow(space, "/v1/models", bearer)
+    assert "closed" in space.refusal("/v1/models")[0]["error"]["message"]
+    opened = Access.from_env({"SPACE_ID": "someone/studio", "MINIMIND_PUBLIC_API": "1"})
+    assert allow(opened, "/v1/models") and "open to anyone" in opened.warning()
+    space_keyed = Access.from_env({"SPACE_ID": "someone/studio", "MINIMIND_API_KEY": KEY})
+    assert allow(space_keyed, "/v1/models", bearer) and not allow(space_keyed, "/v1/models")
+    private = Access.from_env({"SPACE_ID": "someone/studio", "MINIMIND_AUTH": "ada:lovelace",
+                               "MINIMIND_PUBLIC_API": "1"})
+    assert private.warning() is None
+    assert not allow(private, "/v1/models") and not allow(private, "/config") and allow(private, "/config", user="ada")
+    assert allow(private, "/") and allow(private, "/assets/index.js") and allow(private, "/login", method="POST")
+    assert not allow(private, "/", method="POST") and not allow(private, "/gradio_api/upload", method="POST")
+    with pytest.raises(SystemExit, match="user:password"):
+        Access.from_env({"MINIMIND_AUTH": "no-colon"})
+
+
+def test_a_public_space_warns_on_the_page_and_keeps_v1_closed(tmp_path):
+    shipped = make_shipped(tmp_path / "checkpoints")
+    app = build_app(tmp_path / "ws", shipped_dir=shipped, background_jobs=False,
+                    access=Access.from_env({"SPACE_ID": "someone/studio"}))
+    with LiveServer(app, free_port()) as server:
+        config = httpx.get(server.url + "/config")
+        assert config.status_code == 200 and "This Space has no login" in config.text
+        closed = httpx.post(server.url + "/v1/chat/completions", json={"model": "minimind-tang", "messages": []})
+        assert closed.status_code == 401 and "MINIMIND_PUBLIC_API" in closed.json()["error"]["message"]
+
+
+def test_json_that_is_not_plain_text_is_a_400():
+    for raw, fragment in [(b'{"a": "\\ud800"}', "not valid Unicode"), (b"[" * 100_000 + b"]" * 100_000, "deeper"),
+                          (b"[" * 40 + b"]" * 40, "deeper"), (b'{"a": "\xff"}', "not valid JSON"),
+                          (b'{"\\udfff": 1}', "not valid Unicode")]:
+        with pytest.raises(ApiError) as err:
+            parse_json(raw)
+        assert err.value.status == 400 and fragment in err.value.message
+    assert parse_json('{"messages": [{"content": "床前明月光 🙂"}]}'.encode()) == {"messages": [{"content": "床前明月光 🙂"}]}
+
+
+def test_a_bug_is_a_500_in_openai_shape_without_its_text():
+    from fastapi.testclient import TestClient
+
+    from minimind.serving import ModelRegistry, create_app
+
+    class Broken(ModelRegistry):
+        def describe(self):
+            raise RuntimeError("/srv/secret/place exploded")
+
+    with TestClient(create_app(Broken()), raise_server_exceptions=False) as client:
+        answer = client.get("/v1/models")
+        assert answer.status_code == 500
+        assert answer.json()["error"]["code"] == "internal_error" and "secret" not in answer.text
+        assert client.get("/v1/nothing").status_code == 404
+        too_big = client.post("/v1/completions", content=b"x" * (2 << 20))
+        assert too_big.status_code == 413 and too_big.json()["error"]["code"] == "request_too_large"
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.fixture(scope="module")
+def studio_process(tmp_path_factory):
+    """The Studio as users run it (`python -m webapp`), in its own process so its memory can be read."""
+    root = tmp_path_factory.mktemp("studio-process")
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MINIMIND_HOME": str(root / "ws"), "GRADIO_SERVER_PORT": str(port),
+           "GRADIO_SERVER_NAME": "127.0.0.1"}
+    for name in ("MINIMIND_AUTH", "MINIMIND_API_KEY", "SPACE_ID", "MINIMIND_MAX_REQUEST_MB"):
+        env.pop(name, None)
+    log = open(root / "server.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "webapp"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+
+    def up():
+        assert proc.poll() is None, (root / "server.log").read_text()
+        try:
+            return httpx.get(url + "/v1/models", timeout=5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_for(up, timeout=180, every=0.5, what="the Studio to start")
+        yield url, proc, root
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def test_a_20_mb_body_is_refused_at_once_without_touching_memory(studio_process):
+    url, proc, _ = studio_process
+    httpx.get(url + "/v1/models")
+    before = _rss_mb(proc.pid)
+    body = b'{"model": "minimind-tang", "messages": [{"role": "user", "content": "' + b"a" * 20_000_000 + b'"}]}'
+
+    def chunked():
+        for i in range(0, len(body), 1 << 20):
+            yield body[i:i + (1 << 20)]
+
+    for path, content in [("/v1/chat/completions", body), ("/v1/completions", chunked()),
+                          ("/gradio_api/queue/join", body)]:
+        started = time.perf_counter()
+        answer = httpx.post(url + path, content=content, headers={"Content-Type": "application/json"}, timeout=30)
+        took = time.perf_counter() - started
+        assert answer.status_code == 413, (path, answer.status_code, answer.text[:200])
+        assert answer.json()["error"]["code"] == "request_too_large" and took < 1.0, (path, took)
+    after = _rss_mb(proc.pid)
+    assert abs(after - before) < 50, (before, after)
+
+
+def test_malformed_and_misdirected_api_requests_get_openai_shaped_4xx(studio_process):
+    url, _, root = studio_process
+    cases = [
+        ("POST", "/v1/chat/completions", '{"model": "minimind-tang", "messages": [{"role": "user", '
+                                         '"content": "\\ud800"}]}', 400),
+        ("POST", "/v1/chat/completions", "[" * 100_000 + "]" * 100_000, 400),
+        ("POST", "/v1/completions", '{"model": "minimind-tang", "prompt": "\\udc80 tail"}', 400),
+        ("GET", "/v1/no/such/route", None, 404),
+        ("GET", "/v1", None, 404),
+        ("GET", "/v1/chat/completions", None, 405),
+        ("DELETE", "/v1/models", None, 405),
+        ("POST", "/v1/models/minimind-tang", "{}", 405),
+        ("POST", "/v1/chat/completions", '{"model": "minimind-tang", "messages": [{"role": "user", "content": "'
+                                         + "长" * 300_000 + '"}]}', 400),
+    ]
+    for method, path, body, status in cases:
+        started = time.perf_counter()
+        answer = httpx.request(method, url + path, content=body, headers={"Content-Type": "application/json"},
+                               timeout=60)
+        assert answer.status_code == status, (method, path, answer.status_code, answer.text[:300])
+        error = answer.json()["error"]
+        assert set(error) == {"message", "type", "param", "code"} and error["message"], (path, error)
+        assert str(ROOT) not in error["message"] and "Traceback" not in answer.text
+        assert time.perf_counter() - started < 5, (method, path)
+    assert "Traceback" not in (root / "server.log").read_text()

@@ -1,0 +1,208 @@
+"""One gate in front of everything the server answers: the page, its Gradio API, uploads and /v1.
+
+Who may pass is decided here and nowhere else (`Access.allows`):
+
+- With a login (MINIMIND_AUTH=user:password), every route needs one of: the page's
+  session cookie (after logging in on the page), HTTP Basic with the same user and
+  password, or `Authorization: Bearer <MINIMIND_API_KEY>`. Only what draws the login
+  form itself is public: the page shell, its static assets and the login form's POST.
+- Without a login, the page is open; /v1 needs the key when MINIMIND_API_KEY is set,
+  and on a public Hugging Face Space (SPACE_ID set) it stays closed without a key
+  unless MINIMIND_PUBLIC_API=1 opens it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from starlette.requests import cookie_parser
+
+from minimind.serving.guards import bearer_token, same_secret, send_json
+
+log = logging.getLogger(__name__)
+
+# What the login page needs before anyone has logged in (GET), and the login itself (POST).
+PUBLIC_EXACT = {"/", "/theme.css", "/favicon.ico", "/robots.txt", "/manifest.json"}
+PUBLIC_PREFIXES = ("/assets/", "/static/")
+LOGIN_PATHS = {"/login", "/login/"}
+
+
+@dataclass(frozen=True)
+class Access:
+    """Who may use this server (read from the environment once, at start)."""
+
+    login: tuple[str, str] | None = None   # MINIMIND_AUTH: the page's user and password
+    api_key: str | None = None             # MINIMIND_API_KEY: bearer key for programs
+    public_space: bool = False             # SPACE_ID is set: hosted in public on Hugging Face
+    public_api: bool = True                # /v1 answers anyone when there is neither login nor key
+
+    @classmethod
+    def from_env(cls, env=None) -> "Access":
+        env = os.environ if env is None else env
+        login = parse_login(env.get("MINIMIND_AUTH", ""))
+        public_space = bool(env.get("SPACE_ID"))
+        opened = env.get("MINIMIND_PUBLIC_API", "").strip().lower()
+        if opened not in ("", "0", "1", "true", "false", "yes", "no"):
+            raise SystemExit(f"MINIMIND_PUBLIC_API must be 1 or 0, got {opened!r}")
+        public_api = opened in ("1", "true", "yes") if opened else not public_space
+        return cls(login, env.get("MINIMIND_API_KEY") or None, public_space, public_api)
+
+    @property
+    def open_to_all(self) -> bool:
+        """A public Space with no login: anyone on the internet can use the page."""
+        return self.public_space and self.login is None
+
+    def warning(self) -> str | None:
+        """What the owner of an unprotected public deployment must read (log and page)."""
+        if not self.open_to_all:
+            return None
+        api = ("its /v1 API is open to anyone (MINIMIND_PUBLIC_API=1)" if self.public_api and not self.api_key
+               else "its /v1 API needs MINIMIND_API_KEY" if self.api_key
+               else "its /v1 API is closed until you set MINIMIND_API_KEY (or MINIMIND_PUBLIC_API=1)")
+        return ("This Space has no login: anyone can upload corpora, start training runs and chat here; "
+                f"{api}. Set the MINIMIND_AUTH secret (user:password) to make it private.")
+
+    def allows(self, path: str, method: str, headers, session_user: Callable[[], str | None]) -> bool:
+        """May this request pass? `session_user()` names the page user of its cookie, if any."""
+        api = path == "/v1" or path.startswith("/v1/")
+        if self.login is None:
+            if not api or (self.api_key is None and self.public_api):
+                return True
+            return self._key(headers)
+        if not api and _public(path, method):
+            return True
+        return self.authenticated(headers, session_user)
+
+    def authenticated(self, headers, session_user: Callable[[], str | None]) -> bool:
+        """Does the request carry the key, the page's user and password, or a page session?"""
+        return self._key(headers) or self._basic(headers) or session_user() is not None
+
+    def refusal(self, path: str) -> tuple[dict, dict]:
+        """(body, headers) of the 401 for a request that may not pass."""
+        if path == "/v1" or path.startswith("/v1/"):
+            if self.login is None and self.api_key is None:
+                message = ("This public server's API is closed: its owner must set MINIMIND_API_KEY (then send "
+                           "'Authorization: Bearer <key>') or MINIMIND_PUBLIC_API=1 to open it.")
+            else:
+                message = ("Incorrect or missing credentials: send 'Authorization: Bearer <key>' with the "
+                           "server's MINIMIND_API_KEY" + (", or the page's user and password as HTTP Basic"
+                                                          if self.login else "") + ".")
+            return ({"error": {"message": message, "type": "invalid_request_error", "param": None,
+                               "code": "invalid_api_key"}}, {"WWW-Authenticate": "Bearer"})
+        return ({"error": {"message": "Log in on the page first (or send the page's user and password as "
+                                      "HTTP Basic, or the API key as a bearer token).",
+                           "type": "invalid_request_error", "param": None, "code": "login_required"}}, {})
+
+    def _key(self, headers) -> bool:
+        return self.api_key is not None and same_secret(bearer_token(headers), self.api_key)
+
+    def _basic(self, headers) -> bool:
+        given = headers.get("authorization", "")
+        if self.login is None or given[:6].lower() != "basic ":
+            return False
+        try:
+            user, _, password = base64.b64decode(given[6:].strip(), validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return False
+        return same_secret(user, self.login[0]) & same_secret(password, self.login[1])
+
+
+def _public(path: str, method: str) -> bool:
+    if method == "POST":
+        return path in LOGIN_PATHS
+    return method in ("GET", "HEAD") and (path in PUBLIC_EXACT or path.startswith(PUBLIC_PREFIXES))
+
+
+def parse_login(value: str) -> tuple[str, str] | None:
+    """MINIMIND_AUTH=user:password -> (user, password); empty -> None."""
+    if not value:
+        return None
+    user, sep, password = value.partition(":")
+    if not sep or not user or not password:
+        raise SystemExit("MINIMIND_AUTH must look like user:password")
+    return user, password
+
+
+class Gate:
+    """ASGI middleware applying `Access` to every HTTP request and websocket."""
+
+    def __init__(self, app, access: Access, session_user: Callable[[dict], str | None]):
+        self.app = app
+        self.access = access
+        self.session_user = session_user   # cookies -> the logged-in page user, or None
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] not in ("http", "websocket"):
+            return await self.app(scope, receive, send)
+        headers = _Headers(scope.get("headers", []))
+        path, method = scope.get("path", ""), scope.get("method", "GET")
+        user = lambda: self.session_user(headers.cookies())  # noqa: E731
+        if self.access.allows(path, method, headers, user):
+            if path == "/" and self.access.login is not None and not self.access.authenticated(headers, user):
+                send = _without_api_info(send)  # the login form: Gradio would list every endpoint in it
+            return await self.app(scope, receive, send)
+        if scope["type"] == "websocket":
+            return await send({"type": "websocket.close", "code": 1008})
+        body, extra = self.access.refusal(path)
+        await send_json(send, 401, body, extra)
+
+
+_API_INFO = re.compile(rb"window\.gradio_api_info = .*?;</script>", re.DOTALL)
+_NO_API_INFO = b"window.gradio_api_info = {\"named_endpoints\": {}, \"unnamed_endpoints\": {}};</script>"
+
+
+def _without_api_info(send):
+    """Wrap `send` so the page's HTML reaches the client without the API description Gradio
+    embeds even in the login form (endpoint names, and choices such as model and corpus names)."""
+    start, chunks = None, []
+
+    async def filtered(message):
+        nonlocal start
+        if message["type"] == "http.response.start":
+            start = message
+            return
+        if message["type"] != "http.response.body":
+            return await send(message)
+        chunks.append(message.get("body", b""))
+        if message.get("more_body"):
+            return
+        body = _API_INFO.sub(lambda _: _NO_API_INFO, b"".join(chunks))
+        headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+        await send({**start, "headers": headers + [(b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+    return filtered
+
+
+class _Headers:
+    """Lower-cased request headers from an ASGI scope, with the cookies parsed on demand."""
+
+    def __init__(self, raw):
+        self._values = {}
+        for name, value in raw:
+            self._values.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
+
+    def get(self, name: str, default: str = "") -> str:
+        return self._values.get(name.lower(), default)
+
+    def cookies(self) -> dict[str, str]:
+        return cookie_parser(self.get("cookie"))  # the parser Starlette (so Gradio) reads cookies with
+
+
+def gradio_session_user(gradio_app) -> Callable[[dict], str | None]:
+    """cookies -> user, checked against the tokens Gradio issued at its /login."""
+    def user(cookies: dict) -> str | None:
+        cookie_id = getattr(gradio_app, "cookie_id", None)
+        tokens = getattr(gradio_app, "tokens", {}) or {}
+        for name in (f"access-token-{cookie_id}", f"access-token-unsecure-{cookie_id}"):
+            token = cookies.get(name)
+            if token and token in tokens:
+                return tokens[token]
+        return None
+    return user
