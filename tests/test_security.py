@@ -287,10 +287,11 @@ def test_access_rules():
         Access.from_env({"MINIMIND_AUTH": "no-colon"})
 
 
-def test_a_public_space_warns_on_the_page_and_keeps_v1_closed(tmp_path):
+def test_a_public_space_warns_on_the_page_and_keeps_v1_closed(tmp_path, capsys):
     shipped = make_shipped(tmp_path / "checkpoints")
     app = build_app(tmp_path / "ws", shipped_dir=shipped, background_jobs=False,
                     access=Access.from_env({"SPACE_ID": "someone/studio"}))
+    assert "WARNING: This Space has no login" in capsys.readouterr().out  # in the server's log
     with LiveServer(app, free_port()) as server:
         config = httpx.get(server.url + "/config")
         assert config.status_code == 200 and "This Space has no login" in config.text
