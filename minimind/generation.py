@@ -29,6 +29,7 @@ ROLES = ("system", "user", "assistant")
 END_TOKENS = ("<|im_end|>", "<|endoftext|>")      # end of an answer / of a document
 MAX_STOP_STRINGS = 4
 MAX_BEAMS = 16
+GREEDY_BELOW = 1e-4                              # a temperature under this samples as 0 (greedy) does
 REPLACEMENT = "\ufffd"                           # what a decoder prints for incomplete UTF-8
 
 
@@ -46,6 +47,8 @@ class SamplingParams:
     stop: tuple[str, ...] = ()        # strings that end the answer (not included in it)
 
     def __post_init__(self):
+        if isinstance(self.temperature, (int, float)) and 0 < self.temperature < GREEDY_BELOW:
+            object.__setattr__(self, "temperature", 0.0)  # the same choice as greedy; dividing by it overflows
         if isinstance(self.stop, str):
             object.__setattr__(self, "stop", (self.stop,))
         elif self.stop is None:

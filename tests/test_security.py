@@ -23,7 +23,8 @@ from webapp.uploads import REFUSAL
 from helpers import ROOT
 from webapp_helpers import LiveServer, free_port, make_shipped, wait_for
 
-SECRET = "TOP-SECRET-7f3a"  # content of files outside the upload area; must never come back
+SECRET = f"TOP-SECRET-{uuid.uuid4().hex}"  # in files outside the upload area; must never come back
+# (unique per run: Gradio's upload folder is shared with every other Gradio process on the machine)
 LOGIN = ("ada", "lovelace")
 KEY = "k3y-for-programs"
 
@@ -32,6 +33,8 @@ def _call(url: str, api_name: str, data: list, **http) -> tuple[str, object]:
     """(event, payload) of one call through Gradio's HTTP API, as a script (not gradio_client,
     which would upload a local path itself) would make it."""
     started = httpx.post(f"{url}/gradio_api/call{api_name}", json={"data": data}, timeout=30, **http)
+    if started.status_code == 400:  # refused before Gradio saw it
+        return "refused", started.json()
     assert started.status_code == 200, started.text
     stream = httpx.get(f"{url}/gradio_api/call{api_name}/{started.json()['event_id']}", timeout=300, **http).text
     event, payload = "", None
@@ -136,7 +139,6 @@ def test_every_endpoint_that_takes_a_file_refuses_paths_it_did_not_receive(studi
     workspace_before = _files_under(ws)
     secrets_before = _holding_secret(upload_dir)
     for name, info in targets.items():
-        kinds = {_file_param(p) for p in info["parameters"]} - {None}
         for label, path in hostile.items():
             event, payload = _call(server.url, name, _arguments(info, path))
             text = json.dumps(payload)
@@ -144,8 +146,7 @@ def test_every_endpoint_that_takes_a_file_refuses_paths_it_did_not_receive(studi
             assert SECRET not in text and "root:x:0" not in text, where
             assert str(path) not in text and str(upload_dir) not in text, where  # no path comes back
             assert '"type": "file"' not in text and "gradio_api/file=" not in text, where  # nothing to download
-            if kinds & {"file", "files"}:
-                assert event == "error" and payload["error"] == REFUSAL, (where, payload)
+            assert event in ("refused", "error") and payload["error"] == REFUSAL, (where, event, payload)
     downloads = {**hostile, "workspace lock": ws / "jobs.lock"}
     downloads.pop("inside the upload folder, never uploaded")  # Gradio serves its own folder, by design
     for label, path in downloads.items():  # nor downloaded by path
@@ -155,6 +156,34 @@ def test_every_endpoint_that_takes_a_file_refuses_paths_it_did_not_receive(studi
     assert _files_under(ws) == workspace_before  # nothing was copied into the workspace
     assert _holding_secret(upload_dir) == secrets_before  # nor into Gradio's cache for download
     shutil.rmtree(plant)
+
+
+def test_every_event_of_the_page_refuses_files_it_did_not_receive(studio):
+    """Unnamed events too (the page calls them by number through queue/join): a file reference in
+    any input is refused before Gradio reads, copies or downloads it."""
+    server, app, root = studio
+    upload_dir = Path(app.state.context.uploads._folder)
+    outside = root / "outside-events" / "secret.txt"
+    outside.parent.mkdir(exist_ok=True)
+    outside.write_text(SECRET + "\n", encoding="utf-8")
+    config = httpx.get(server.url + "/config").json()
+    before = _holding_secret(upload_dir)
+    tried = 0
+    for index, dependency in enumerate(config["dependencies"]):
+        if not dependency["inputs"]:
+            continue
+        for reference in (_file_data(outside), _file_data("/dev/zero"), _file_data("https://example.com/x.txt"),
+                          {"path": str(outside)}):
+            data = [[{"role": "user", "content": [{"type": "file", "file": reference}]}]] + \
+                [reference] * (len(dependency["inputs"]) - 1)
+            answer = httpx.post(server.url + "/gradio_api/queue/join", timeout=30,
+                                json={"data": data, "fn_index": dependency.get("id", index), "session_hash": "s3",
+                                      "event_data": None, "trigger_id": None})
+            assert answer.status_code == 400 and answer.json()["error"] == REFUSAL, (index, answer.text[:200])
+            tried += 1
+    assert tried >= 40
+    assert _holding_secret(upload_dir) == before
+    assert httpx.get(server.url + "/gradio_api/deep_link", params={"session_hash": "s3"}).status_code == 404
 
 
 def test_a_real_upload_is_accepted_and_a_missing_path_tells_nothing(studio, tmp_path):
@@ -340,7 +369,7 @@ def studio_process(tmp_path_factory):
     root = tmp_path_factory.mktemp("studio-process")
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MINIMIND_HOME": str(root / "ws"), "GRADIO_SERVER_PORT": str(port),
-           "GRADIO_SERVER_NAME": "127.0.0.1"}
+           "GRADIO_SERVER_NAME": "127.0.0.1", "MINIMIND_UPLOAD_LIMIT_MB": "5"}
     for name in ("MINIMIND_AUTH", "MINIMIND_API_KEY", "SPACE_ID", "MINIMIND_MAX_REQUEST_MB"):
         env.pop(name, None)
     log = open(root / "server.log", "w")
@@ -380,6 +409,20 @@ def test_a_20_mb_body_is_refused_at_once_without_touching_memory(studio_process)
         took = time.perf_counter() - started
         assert answer.status_code == 413, (path, answer.status_code, answer.text[:200])
         assert answer.json()["error"]["code"] == "request_too_large" and took < 1.0, (path, took)
+    # uploads stream to disk under their own limit (5 MB here): a bigger one stops at the limit,
+    # whether it says its size or not, and a form field (which Gradio would hold in memory) too
+    boundary = "b0undary"
+    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\n").encode()
+    form = head + b"x" * 20_000_000 + f"\r\n--{boundary}--\r\n".encode()
+    file_form = form.replace(b'name="note"', b'name="files"; filename="big.txt"', 1)
+    chunks = lambda body: (body[i:i + (1 << 20)] for i in range(0, len(body), 1 << 20))  # noqa: E731
+    for content in (form, chunks(form), chunks(file_form)):
+        started = time.perf_counter()
+        answer = httpx.post(url + "/gradio_api/upload", content=content, timeout=30,
+                            headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+        assert answer.status_code == 413 and time.perf_counter() - started < 2.0, answer.text[:200]
+        # a file part meets Gradio's own per-file check first (413 too); a form field meets ours
+        assert "MINIMIND_UPLOAD_LIMIT_MB" in answer.text or "maximum allowed size" in answer.text
     after = _rss_mb(proc.pid)
     assert abs(after - before) < 50, (before, after)
 
@@ -398,6 +441,9 @@ def test_malformed_and_misdirected_api_requests_get_openai_shaped_4xx(studio_pro
         ("POST", "/v1/models/minimind-tang", "{}", 405),
         ("POST", "/v1/chat/completions", '{"model": "minimind-tang", "messages": [{"role": "user", "content": "'
                                          + "长" * 300_000 + '"}]}', 400),
+        ("POST", "/v1/chat/completions", json.dumps({"model": "minimind-tang",
+                                                     "messages": [{"role": "user", "content": ""}] * 25_000}), 400),
+        ("POST", "/v1/completions", '{"model": "minimind-tang", "prompt": "a", "seed": 1' + "1" * 5000 + "}", 400),
     ]
     for method, path, body, status in cases:
         started = time.perf_counter()
@@ -408,4 +454,18 @@ def test_malformed_and_misdirected_api_requests_get_openai_shaped_4xx(studio_pro
         assert set(error) == {"message", "type", "param", "code"} and error["message"], (path, error)
         assert str(ROOT) not in error["message"] and "Traceback" not in answer.text
         assert time.perf_counter() - started < 5, (method, path)
+    tiny = httpx.post(url + "/v1/completions", json={"model": "minimind-tang", "prompt": "床前", "max_tokens": 2,
+                                                     "temperature": 1e-300}, timeout=60)
+    assert tiny.status_code == 200, tiny.text  # as greedy: no overflow in the sampler
     assert "Traceback" not in (root / "server.log").read_text()
+
+
+def test_messages_on_the_page_name_no_server_path():
+    from webapp.context import without_paths
+
+    message = ('FAILED: OSError: [Errno 28] No space left: "/srv/ws/runs/20261130-x/checkpoints/step-40" '
+               "(see /home/me/studio/train.log); 1.09 chars/token; docs at http://localhost:7860/v1/models")
+    cleaned = without_paths(message)
+    assert "/srv" not in cleaned and "/home" not in cleaned
+    assert '"step-40"' in cleaned and "(see train.log)" in cleaned
+    assert "chars/token" in cleaned and "http://localhost:7860/v1/models" in cleaned

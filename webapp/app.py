@@ -11,13 +11,14 @@ import gradio as gr
 from fastapi import FastAPI
 
 from minimind.serving import ModelRegistry, create_app
-from minimind.serving.guards import BodyLimit, max_request_bytes
+from minimind.serving.guards import BodyLimit, StreamLimit, max_request_bytes, too_large
 
 from .context import AppContext
 from .gate import Access, Gate, gradio_session_user
 from .i18n import I18N, t
 from .jobs import JobManager
 from .tabs import chat, corpus, export, train
+from .uploads import OnlyReceivedFiles
 from .workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -110,12 +111,20 @@ def build_app(workspace: str | Path, upload_limit_mb: float | None = None,
     app = create_app(registry, api_key=None, max_request_bytes=None)
     blocks = build_blocks(ctx)
     app = gr.mount_gradio_app(app, blocks, path="/", auth=access.login, i18n=I18N, css=CSS,
-                              theme=gr.themes.Soft(), max_file_size=f"{int(limit)}mb", show_error=False)
+                              theme=gr.themes.Soft(), max_file_size=f"{int(limit)}mb", show_error=False,
+                              allowed_paths=[str(ws.exports)])  # downloads: export results, nothing else
+    blocks.has_launched = True  # mounted, Gradio skips its own "only uploaded files" check unless told it runs
     gradio_app = _mounted_gradio(app)
     ctx.uploads.attach(blocks.upload_file_set, gradio_app.uploaded_file_dir)
     body_limit = max_request_bytes(os.environ.get("MINIMIND_MAX_REQUEST_MB"))
+    upload_limit = int(limit * 2**20) + 2**20  # the files plus their multipart framing
+    # outermost first: gate, then size limits, then the file check on Gradio's calls
+    app.add_middleware(OnlyReceivedFiles, area=ctx.uploads)
     app.add_middleware(BodyLimit, max_bytes=body_limit, applies=lambda path: not path.startswith(UPLOAD_ROUTE))
-    app.add_middleware(Gate, access=access, session_user=gradio_session_user(gradio_app))  # outermost
+    app.add_middleware(StreamLimit, max_bytes=upload_limit, applies=lambda path: path.startswith(UPLOAD_ROUTE),
+                       refusal=too_large(upload_limit, "MINIMIND_UPLOAD_LIMIT_MB, for all files of one upload",
+                                         "upload fewer or smaller files at a time"))
+    app.add_middleware(Gate, access=access, session_user=gradio_session_user(gradio_app))
     app.state.context = ctx
     app.state.access = access
     return app

@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 PUBLIC_EXACT = {"/", "/theme.css", "/favicon.ico", "/robots.txt", "/manifest.json"}
 PUBLIC_PREFIXES = ("/assets/", "/static/")
 LOGIN_PATHS = {"/login", "/login/"}
+# Gradio routes this app does not offer: a deep link would hand a session's state to another browser
+CLOSED = ("/gradio_api/deep_link",)
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,13 @@ class Gate:
         headers = _Headers(scope.get("headers", []))
         path, method = scope.get("path", ""), scope.get("method", "GET")
         user = lambda: self.session_user(headers.cookies())  # noqa: E731
-        if self.access.allows(path, method, headers, user):
+        allowed = self.access.allows(path, method, headers, user)
+        if allowed and (path.startswith(CLOSED) or (path == "/" and b"deep_link=" in scope.get("query_string", b""))):
+            if scope["type"] == "websocket":
+                return await send({"type": "websocket.close", "code": 1008})
+            return await send_json(send, 404, {"error": {"message": "Not found", "type": "invalid_request_error",
+                                                         "param": None, "code": "not_found"}})
+        if allowed:
             if path == "/" and self.access.login is not None and not self.access.authenticated(headers, user):
                 send = _without_api_info(send)  # the login form: Gradio would list every endpoint in it
             return await self.app(scope, receive, send)

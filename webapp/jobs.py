@@ -121,7 +121,7 @@ class JobManager:
             return f"{run_id} removed from the queue"
         if state == "running":
             pid = run.read_status().get("pid")
-            if _pid_alive(pid):
+            if self._alive(pid):
                 os.kill(pid, signal.SIGTERM)
                 run.write_status(state="stopping")
                 return f"{run_id} is saving a checkpoint and stopping"
@@ -137,6 +137,13 @@ class JobManager:
         return f"{run_id} queued to resume"
 
     # ---- the scheduler -------------------------------------------------------
+
+    def _alive(self, pid: int | None) -> bool:
+        """Is the trainer with this pid running? A child we started counts as soon as it exists
+        (between fork and exec its command line is still ours, not `minimind train`)."""
+        if any(proc.pid == pid and proc.poll() is None for proc in self._children.values()):
+            return True
+        return _pid_alive(pid)
 
     @contextmanager
     def _lock(self):
@@ -154,7 +161,7 @@ class JobManager:
                 del self._children[run_id]
         for run in self.runs():
             status = run.read_status()
-            if status.get("state") in ACTIVE and not _pid_alive(status.get("pid")):
+            if status.get("state") in ACTIVE and not self._alive(status.get("pid")):
                 ckpt = latest_checkpoint(run.checkpoints)
                 keep = f"; its last checkpoint ({ckpt.name}) is kept and it can be resumed" if ckpt else ""
                 if status.get("state") == "stopping":  # stopped before it could save (e.g. while starting)

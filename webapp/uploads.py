@@ -1,16 +1,22 @@
-"""Which files a request may hand to a handler: only the uploads this server received.
+"""Which files a request may hand to the page: only the uploads this server received.
 
-A Gradio API call names a file by path (`{"path": ..., "meta": {"_type":
-"gradio.FileData"}}`), and a page mounted into a FastAPI app does not check that
-path itself. So every handler that takes a file passes it through
-`UploadArea.accept` first: the path must be one Gradio's upload route wrote in
-this process, as written (no `..`, no symlink), inside its upload folder. The
-refusal is the same sentence whether or not the path exists, and names no path.
+A Gradio call names a file by path (`{"path": ..., "meta": {"_type":
+"gradio.FileData"}}`), and Gradio reads, copies (or downloads, for a URL) it
+before any handler runs. So two checks stand in front of it, with one rule: the
+path must be one Gradio's upload route wrote in this process, as written (no
+`..`, no symlink), inside its upload folder.
+- `OnlyReceivedFiles` refuses a call naming any other file before Gradio sees it,
+  for every event, named or not;
+- every handler that takes a file passes it through `UploadArea.accept` too.
+The refusal is the same sentence whether or not the path exists, and names no path.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+from minimind.serving.guards import send_json
 
 from .workspace import WorkspaceError
 
@@ -28,6 +34,14 @@ class UploadArea:
     def attach(self, received: set, folder: str | Path) -> None:
         self._received, self._folder = received, Path(folder)
 
+    def received(self, raw) -> bool:
+        """Is `raw` a path this server's upload route wrote, as written, still there?"""
+        try:
+            self.accept(raw)
+            return True
+        except WorkspaceError:
+            return False
+
     def accept(self, item) -> Path:
         """The uploaded file `item` names (a path string or a file object), or WorkspaceError."""
         raw = getattr(item, "path", None) or getattr(item, "name", None) or item
@@ -44,3 +58,62 @@ class UploadArea:
         if given != real or ".." in given.parts or not path.is_file():
             raise WorkspaceError(REFUSAL)
         return path
+
+
+# Gradio's routes that run an event with data from the caller (queue/join is what the page uses)
+GRADIO_CALLS = ("/gradio_api/queue/join", "/gradio_api/run/", "/gradio_api/call/", "/gradio_api/api/",
+                "/gradio_api/component_server", "/gradio_api/stream/")
+
+
+def _named_files(value) -> list[str]:
+    """The `path` of every file reference inside `value`: any object with a "path" (Gradio's
+    FileData has one; nothing else the page sends does)."""
+    found, todo = [], [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, dict):
+            if "path" in item:
+                found.append(item["path"])
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            todo.extend(item)
+    return found
+
+
+class OnlyReceivedFiles:
+    """ASGI middleware: a Gradio call whose data names a file this server did not receive (a
+    path, a URL, anything not returned by its upload route) is refused before Gradio reads,
+    copies or downloads it. The body is already bounded by the request limit outside."""
+
+    def __init__(self, app, area: UploadArea):
+        self.app = app
+        self.area = area
+
+    async def __call__(self, scope, receive, send):
+        path = scope.get("path", "")
+        if scope["type"] != "http" or scope.get("method") != "POST" or not path.startswith(GRADIO_CALLS):
+            return await self.app(scope, receive, send)
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        try:
+            data = json.loads(body)
+        except (ValueError, RecursionError):
+            data = None  # not ours to judge: Gradio answers a malformed call itself
+        if any(not self.area.received(named) for named in _named_files(data)):
+            return await send_json(send, 400, {"error": REFUSAL})
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return await self.app(scope, replay, send)

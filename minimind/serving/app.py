@@ -227,9 +227,12 @@ def _start(served: ServedModel, req: GenerationRequest, is_chat: bool, engine: D
 
 def _check_length(served: ServedModel, req: GenerationRequest, is_chat: bool) -> None:
     """Refuse, without tokenizing, a prompt that has more characters than the context could
-    hold even if every token were the longest one in the vocabulary."""
+    hold even if every token were the longest one in the vocabulary, or more turns than tokens."""
     chars = sum(len(m["content"]) for m in req.messages) if is_chat else len(req.prompt)
     context = context_size(served.model)
+    if is_chat and len(req.messages) > context:  # every turn costs at least one token (its markers)
+        raise bad_request(f"the conversation has {len(req.messages):,} messages, more than {served.name!r} can "
+                          f"read: its context is {context:,} tokens", "messages", "context_length_exceeded")
     if chars > context * served.longest_token:
         raise bad_request(f"the prompt has {chars:,} characters, more than {served.name!r} can read: its "
                           f"context is {context:,} tokens; shorten the prompt", "messages" if is_chat else "prompt",

@@ -32,9 +32,10 @@ def max_request_bytes(value: str | float | None) -> int:
     return int(mb * 2**20)
 
 
-def too_large(max_bytes: int) -> ApiError:
+def too_large(max_bytes: int, setting: str = "MINIMIND_MAX_REQUEST_MB", advice: str = "send a shorter prompt"
+              ) -> ApiError:
     return ApiError(413, f"The request body is over this server's limit of {max_bytes / 2**20:g} MB "
-                    "(MINIMIND_MAX_REQUEST_MB); send a shorter prompt.", code="request_too_large")
+                    f"({setting}); {advice}.", code="request_too_large")
 
 
 async def send_json(send, status: int, body: dict, headers: dict[str, str] | None = None) -> None:
@@ -56,17 +57,19 @@ class BodyLimit:
     replayed to the app, so a chunked body without Content-Length is bounded too.
     """
 
-    def __init__(self, app, max_bytes: int, applies: Callable[[str], bool] = lambda path: True):
+    def __init__(self, app, max_bytes: int, applies: Callable[[str], bool] = lambda path: True,
+                 refusal: ApiError | None = None):
         self.app = app
         self.max_bytes = max_bytes
         self.applies = applies
+        self.refusal = (refusal or too_large(max_bytes)).body()
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or not self.applies(scope.get("path", "")):
             return await self.app(scope, receive, send)
         declared = _content_length(scope)
         if declared is not None and declared > self.max_bytes:
-            return await send_json(send, 413, too_large(self.max_bytes).body())
+            return await send_json(send, 413, self.refusal)
         chunks, size, more = [], 0, True
         while more:
             message = await receive()
@@ -75,7 +78,7 @@ class BodyLimit:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:
-                return await send_json(send, 413, too_large(self.max_bytes).body())
+                return await send_json(send, 413, self.refusal)
             chunks.append(chunk)
             more = message.get("more_body", False)
         body, replayed = b"".join(chunks), False
@@ -88,6 +91,49 @@ class BodyLimit:
             return {"type": "http.request", "body": body, "more_body": False}
 
         return await self.app(scope, replay, send)
+
+
+class StreamLimit:
+    """ASGI middleware for routes that stream large bodies to disk (uploads): nothing is buffered
+    here; the bytes the app reads are counted, and past `max_bytes` the app sees the body end
+    (a cut-off form it refuses) while the client gets the 413, whatever the app answers. A
+    larger declared Content-Length is refused at once."""
+
+    def __init__(self, app, max_bytes: int, applies: Callable[[str], bool], refusal: ApiError | None = None):
+        self.app = app
+        self.max_bytes = max_bytes
+        self.applies = applies
+        self.refusal = (refusal or too_large(max_bytes)).body()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or not self.applies(scope.get("path", "")):
+            return await self.app(scope, receive, send)
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_bytes:
+            return await send_json(send, 413, self.refusal)
+        size, refused, started = 0, False, False
+
+        async def counted():
+            nonlocal size, refused
+            if refused:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            size += len(message.get("body", b""))
+            if size > self.max_bytes:
+                refused = True
+                if not started:
+                    await send_json(send, 413, self.refusal)
+                return {"type": "http.request", "body": b"", "more_body": False}  # the app sees the body end
+            return message
+
+        async def guarded(message):
+            nonlocal started
+            if refused:
+                return  # the 413 went out instead of whatever the app answers to the cut-off body
+            started = True
+            await send(message)
+
+        return await self.app(scope, counted, guarded)
 
 
 def _content_length(scope) -> int | None:
@@ -109,6 +155,8 @@ def parse_json(raw: bytes):
                           "invalid_json") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise bad_request(f"the request body is not valid JSON ({err})", None, "invalid_json") from None
+    except ValueError:  # an integer of more digits than Python converts (4300)
+        raise bad_request("the request body holds a number too long to read", None, "invalid_json") from None
     _check_plain(value)
     return value
 

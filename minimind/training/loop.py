@@ -16,7 +16,6 @@ import math
 import os
 import signal
 import time
-import traceback
 from pathlib import Path
 
 import torch
@@ -86,7 +85,7 @@ def train(config: TrainConfig, resume: bool = False, progress=None) -> dict:
         message = str(err) if isinstance(err, MiniMindError) else f"{type(err).__name__}: {err}"
         if info.is_main:
             with contextlib.suppress(OSError):  # a folder that cannot be written cannot take the news
-                run.log("FAILED: " + message + ("" if isinstance(err, MiniMindError) else "\n" + traceback.format_exc()))
+                run.log("FAILED: " + message)  # a bug's traceback goes to stderr (the job's stdout.log), not here
                 run.write_status(state="failed", error=message or type(err).__name__)
         raise
     finally:

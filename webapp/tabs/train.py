@@ -16,7 +16,7 @@ from minimind.training import RunDir, TrainConfig
 from minimind.training.estimate import estimate
 from minimind.training.precision import bf16_supported, describe, pick_device
 
-from ..context import AppContext, user_errors
+from ..context import AppContext, user_errors, without_paths
 from ..i18n import t
 from ..workspace import WorkspaceError
 
@@ -113,8 +113,9 @@ def _duration(seconds) -> str:
 def watch(ctx: AppContext, run_id):
     """Everything the page shows about one run, read from its folder."""
     ctx.jobs.refresh()
-    runs = pd.DataFrame(ctx.jobs.table() or [{"run": "", "state": "", "mode": "", "step": "", "val_loss": None,
-                                               "val_bpc": None, "error": ""}])
+    table = [{**row, "error": without_paths(row["error"])} for row in ctx.jobs.table()]
+    runs = pd.DataFrame(table or [{"run": "", "state": "", "mode": "", "step": "", "val_loss": None,
+                                   "val_bpc": None, "error": ""}])
     queue = ctx.jobs.queue()
     queue_md = "**Queue:** " + (", ".join(queue) if queue else "empty")
     if not run_id:
@@ -139,10 +140,10 @@ def watch(ctx: AppContext, run_id):
     if s.get("val_loss") is not None:
         facts.append(f"**Val loss:** {s['val_loss']:.4f}" + (f" · **BPC:** {s['val_bpc']:.3f}" if s.get("val_bpc") else ""))
     if s.get("error"):
-        facts.append(f"❌ **Error:** {s['error']}")
+        facts.append(f"❌ **Error:** {without_paths(s['error'])}")
     if s.get("final_checkpoint"):
         facts.append(f"**Model:** `{Path(s['final_checkpoint']).relative_to(ctx.workspace.root)}`")
-    return (bar, " · ".join(facts), _curve(run), run.log_tail(15), runs, queue_md,
+    return (bar, " · ".join(facts), _curve(run), without_paths(run.log_tail(15)), runs, queue_md,
             gr.update(choices=run_choices(ctx), value=run_id))
 
 
