@@ -29,6 +29,7 @@ ROLES = ("system", "user", "assistant")
 END_TOKENS = ("<|im_end|>", "<|endoftext|>")      # end of an answer / of a document
 MAX_STOP_STRINGS = 4
 MAX_BEAMS = 16
+MIN_PENALTY = 0.01                               # dividing logits by less overflows them
 GREEDY_BELOW = 1e-4                              # a temperature under this samples as 0 (greedy) does
 REPLACEMENT = "\ufffd"                           # what a decoder prints for incomplete UTF-8
 
@@ -61,7 +62,7 @@ class SamplingParams:
         _number("temperature", self.temperature, low=0.0, high=2.0)
         _integer("top_k", self.top_k, low=0)
         _number("top_p", self.top_p, low=0.0, high=1.0, low_open=True)
-        _number("repetition_penalty", self.repetition_penalty, low=0.0, high=10.0, low_open=True)
+        _number("repetition_penalty", self.repetition_penalty, low=MIN_PENALTY, high=10.0)
         _integer("max_new_tokens", self.max_new_tokens, low=1)
         if self.seed is not None:
             _integer("seed", self.seed, low=0, high=2**63 - 1)
@@ -370,16 +371,46 @@ def encode_chat(tokenizer, messages: list[dict]) -> list[int]:
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
+def longest_token(tokenizer) -> int:
+    """Characters of the longest vocabulary entry (bytes, for a byte-level vocabulary): no
+    token covers more text, so text longer than budget x this cannot fit in `budget` tokens."""
+    return max(map(len, tokenizer.get_vocab()), default=1)
+
+
+def check_length(messages: list[dict], budget: int, longest: int, what: str, param: str = "messages") -> None:
+    """Refuse, without tokenizing, messages that cannot fit `budget` tokens: more characters than
+    budget x the longest token, or more messages than tokens (each costs at least its markers)."""
+    chars = sum(len(m["content"]) for m in messages)
+    if chars > budget * longest or len(messages) > budget:
+        size = f"{chars:,} characters" if chars > budget * longest else f"{len(messages):,} messages"
+        raise _bad(param, f"the {what} has {size}, more than the {budget:,} tokens left for it in the "
+                          "model's context can hold; shorten it or lower max_new_tokens")
+
+
 def fit_messages(tokenizer, messages: list[dict], budget: int) -> tuple[list[int], int]:
     """(prompt ids, turns dropped): drop whole turns, oldest first, keeping the system
-    message(s) and the last turn, until the prompt is at most `budget` tokens."""
+    message(s) and the last turn, until the prompt is at most `budget` tokens.
+
+    Turns that cannot fit by their length alone go without being tokenized; then a binary
+    search over how many to drop (fewer turns, fewer tokens) tokenizes a few times, not once
+    per turn: a long history costs little."""
     system, turns = _turns(messages)
-    dropped = 0
-    while True:
-        ids = encode_chat(tokenizer, system + [m for t in turns[dropped:] for m in t])
-        if len(ids) <= budget or dropped >= len(turns) - 1:
-            return ids, dropped
-        dropped += 1
+    longest = longest_token(tokenizer)
+    check_length(system + turns[-1], budget, longest, "system message and last turn")
+    keep, chars = 0, sum(len(m["content"]) for m in system)
+    for turn in reversed(turns):
+        chars += sum(len(m["content"]) for m in turn)
+        if keep and (chars > budget * longest or keep + len(turn) > budget):
+            break
+        keep += 1
+    low, high = len(turns) - keep, len(turns) - 1  # the answer lies in [low, high]
+    while low < high:
+        middle = (low + high) // 2
+        if len(encode_chat(tokenizer, system + [m for t in turns[middle:] for m in t])) <= budget:
+            high = middle
+        else:
+            low = middle + 1
+    return encode_chat(tokenizer, system + [m for t in turns[low:] for m in t]), low
 
 
 def chat(model, tokenizer, messages: Sequence[Mapping], params: SamplingParams | None = None,
@@ -401,6 +432,7 @@ def chat(model, tokenizer, messages: Sequence[Mapping], params: SamplingParams |
     if truncate:
         ids, dropped = fit_messages(tokenizer, messages, context - params.max_new_tokens)
     else:
+        check_length(messages, context - params.max_new_tokens, longest_token(tokenizer), "conversation")
         ids, dropped = encode_chat(tokenizer, messages), 0
     what = "system message and last turn" if truncate and len(messages) > 1 else "conversation"
     _check_fits(len(ids), params, context, what, "messages")
@@ -418,6 +450,8 @@ def complete(model, tokenizer, prompt: str, params: SamplingParams | None = None
     params = params or SamplingParams()
     if not isinstance(prompt, str):
         raise _bad("prompt", "prompt must be a string")
+    check_length([{"content": prompt}], context_size(model) - params.max_new_tokens, longest_token(tokenizer),
+                 "prompt", "prompt")
     eos = tokenizer.convert_tokens_to_ids(END_TOKENS[1])
     ids = ([eos] if isinstance(eos, int) and eos >= 0 else []) + \
         tokenizer(prompt, add_special_tokens=False)["input_ids"]

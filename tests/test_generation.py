@@ -70,7 +70,8 @@ GREEDY = SamplingParams(temperature=0, max_new_tokens=40)
     ({"top_k": 2.5}, "top_k", "top_k must be a whole number"),
     ({"top_p": 0.0}, "top_p", "top_p must be in (0, 1]"),
     ({"top_p": 1.5}, "top_p", "top_p must be in (0, 1]"),
-    ({"repetition_penalty": 0}, "repetition_penalty", "repetition_penalty must be in (0, 10]"),
+    ({"repetition_penalty": 0}, "repetition_penalty", "repetition_penalty must be in [0.01, 10]"),
+    ({"repetition_penalty": 1e-320}, "repetition_penalty", "repetition_penalty must be in [0.01, 10]"),
     ({"max_new_tokens": 0}, "max_new_tokens", "max_new_tokens must be at least 1"),
     ({"max_new_tokens": True}, "max_new_tokens", "must be a whole number"),
     ({"seed": -3}, "seed", "seed must be between 0"),
@@ -276,6 +277,40 @@ def test_oldest_turns_are_dropped_to_fit_and_the_caller_is_told(random_model, to
         chat(random_model, tokenizer, [system, {"role": "user", "content": "床前明月光" * 200}], params)
     with pytest.raises(SamplingError, match="prompt is"):
         complete(random_model, tokenizer, "To be, or not to be " * 60, params)
+
+
+def test_a_long_history_is_fitted_with_few_tokenizations(tokenizer, monkeypatch):
+    """Dropping turns one by one would tokenize a history of n turns n times (a page could send
+    thousands); turns too long to fit go untokenized and a binary search does the rest."""
+    import random
+
+    import minimind.generation as generation
+
+    def linear(messages, budget):  # the obvious algorithm, as the reference
+        system, turns = generation._turns(messages)
+        for dropped in range(len(turns)):
+            ids = encode_chat(tokenizer, system + [m for t in turns[dropped:] for m in t])
+            if len(ids) <= budget or dropped == len(turns) - 1:
+                return ids, dropped
+
+    rng = random.Random(0)
+    for n in (1, 2, 7, 30):
+        messages = [{"role": "system", "content": "你是詩人"}]
+        for i in range(n):
+            messages += [{"role": "user", "content": "床前明月光" * rng.randint(0, 6) + str(i)},
+                         {"role": "assistant", "content": "疑是地上霜" * rng.randint(0, 6)}]
+        for budget in (40, 120, 400):
+            assert fit_messages(tokenizer, messages, budget) == linear(messages, budget), (n, budget)
+
+    calls = []
+    real = generation.encode_chat
+    monkeypatch.setattr(generation, "encode_chat", lambda *a: calls.append(1) or real(*a))
+    flood = [{"role": "user" if i % 2 == 0 else "assistant", "content": "春眠不覺曉"} for i in range(20_001)]
+    ids, dropped = fit_messages(tokenizer, flood, 192)
+    assert len(ids) <= 192 and dropped > 9_000 and len(calls) <= 12
+    with pytest.raises(SamplingError, match="characters"):
+        fit_messages(tokenizer, [{"role": "user", "content": "床" * 1_000_000}], 192)
+    assert len(calls) <= 12  # refused by its length alone: not tokenized
 
 
 def test_an_approximate_decoder_can_be_chosen(poet, tokenizer):

@@ -230,6 +230,22 @@ def test_no_text_parameter_reads_a_folder_outside_the_workspace(studio):
     assert tried > 20
 
 
+def test_the_page_chat_bounds_its_work_before_tokenizing(studio):
+    server, _, _ = studio
+    controls = ["shipped:minimind-tang", "shipped:minimind-tang", False]
+    sampling = [0.0, 0.9, 0, 8, 1.0]
+    started = time.perf_counter()
+    event, payload = _call(server.url, "/chat", ["hi", [], []] + controls + ["长" * 300_000] + sampling)
+    assert event == "error" and "characters" in payload["error"], payload
+    assert time.perf_counter() - started < 2.0
+    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": [{"type": "text", "text": "春眠不覺曉"}]}
+               for i in range(3_000)]  # about as long as a page call may be (MAX_JSON_ITEMS)
+    started = time.perf_counter()
+    event, payload = _call(server.url, "/chat", ["續寫", history, []] + controls + [""] + sampling)
+    assert event == "complete" and "oldest turns were left out" in json.dumps(payload, ensure_ascii=False)
+    assert time.perf_counter() - started < 5.0
+
+
 def _routes(app, prefix: str = ""):
     """(path, methods) of every route of the app, of the apps mounted in it and of the routers
     they include (FastAPI keeps an included router whole, with its prefix, since 0.16x)."""
@@ -329,12 +345,17 @@ def test_a_public_space_warns_on_the_page_and_keeps_v1_closed(tmp_path, capsys):
 
 
 def test_json_that_is_not_plain_text_is_a_400():
-    for raw, fragment in [(b'{"a": "\\ud800"}', "not valid Unicode"), (b"[" * 100_000 + b"]" * 100_000, "deeper"),
+    many = b'{"messages": [' + b",".join([b"[]"] * 346_000) + b"]}"  # 1 MB that would parse for a second
+    for raw, fragment in [(b'{"a": "\\ud800"}', "not valid Unicode"), (b"[" * 100_000 + b"]" * 100_000, "values"),
                           (b"[" * 40 + b"]" * 40, "deeper"), (b'{"a": "\xff"}', "not valid JSON"),
-                          (b'{"\\udfff": 1}', "not valid Unicode")]:
+                          (b'{"\\udfff": 1}', "not valid Unicode"), (many, "more than 20,000 values"),
+                          (b"[" + b",".join([b"1"] * 30_000) + b"]", "values"), (b'{"seed": 1' + b"1" * 5000 + b"}",
+                                                                                  "number too long")]:
+        started = time.perf_counter()
         with pytest.raises(ApiError) as err:
             parse_json(raw)
         assert err.value.status == 400 and fragment in err.value.message
+        assert time.perf_counter() - started < 0.1
     assert parse_json('{"messages": [{"content": "床前明月光 🙂"}]}'.encode()) == {"messages": [{"content": "床前明月光 🙂"}]}
 
 
@@ -393,7 +414,7 @@ def studio_process(tmp_path_factory):
 
 
 def test_a_20_mb_body_is_refused_at_once_without_touching_memory(studio_process):
-    url, proc, _ = studio_process
+    url, proc, root = studio_process
     httpx.get(url + "/v1/models")
     before = _rss_mb(proc.pid)
     body = b'{"model": "minimind-tang", "messages": [{"role": "user", "content": "' + b"a" * 20_000_000 + b'"}]}'
@@ -414,17 +435,22 @@ def test_a_20_mb_body_is_refused_at_once_without_touching_memory(studio_process)
     boundary = "b0undary"
     head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\n").encode()
     form = head + b"x" * 20_000_000 + f"\r\n--{boundary}--\r\n".encode()
+    small_field = head + b"x" * 3_000_000 + f"\r\n--{boundary}--\r\n".encode()  # under the 5 MB limit
     file_form = form.replace(b'name="note"', b'name="files"; filename="big.txt"', 1)
     chunks = lambda body: (body[i:i + (1 << 20)] for i in range(0, len(body), 1 << 20))  # noqa: E731
-    for content in (form, chunks(form), chunks(file_form)):
+    for content, says in [(form, "MINIMIND_UPLOAD_LIMIT_MB"), (chunks(form), "form fields are limited"),
+                          (chunks(small_field), "form fields are limited"),
+                          (chunks(file_form), "maximum allowed size")]:  # a file part meets Gradio's own check
         started = time.perf_counter()
         answer = httpx.post(url + "/gradio_api/upload", content=content, timeout=30,
                             headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
         assert answer.status_code == 413 and time.perf_counter() - started < 2.0, answer.text[:200]
-        # a file part meets Gradio's own per-file check first (413 too); a form field meets ours
-        assert "MINIMIND_UPLOAD_LIMIT_MB" in answer.text or "maximum allowed size" in answer.text
+        assert says in answer.text, answer.text[:200]
     after = _rss_mb(proc.pid)
     assert abs(after - before) < 50, (before, after)
+    # and what it receives lands in its own workspace, not in a folder shared with other processes
+    stored = httpx.post(url + "/gradio_api/upload", files=[("files", ("poem.txt", "床前明月光".encode()))]).json()
+    assert Path(stored[0]).is_relative_to(root / "ws")
 
 
 def test_malformed_and_misdirected_api_requests_get_openai_shaped_4xx(studio_process):
@@ -444,6 +470,10 @@ def test_malformed_and_misdirected_api_requests_get_openai_shaped_4xx(studio_pro
         ("POST", "/v1/chat/completions", json.dumps({"model": "minimind-tang",
                                                      "messages": [{"role": "user", "content": ""}] * 25_000}), 400),
         ("POST", "/v1/completions", '{"model": "minimind-tang", "prompt": "a", "seed": 1' + "1" * 5000 + "}", 400),
+        ("POST", "/v1/chat/completions", '{"model": "minimind-tang", "messages": [{"role": "user", "content": "hi"}],'
+                                         ' "max_tokens": 5, "repetition_penalty": 1e-320}', 400),
+        ("POST", "/v1/chat/completions", '{"model": "minimind-tang", "messages": [' + ",".join(
+            ['{"role": "user", "content": "x"}'] * 12_000) + "]}", 400),
     ]
     for method, path, body, status in cases:
         started = time.perf_counter()

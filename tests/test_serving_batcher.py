@@ -119,3 +119,32 @@ def test_a_model_without_the_lean_path_is_served_one_at_a_time():
     finally:
         batcher.close()
     assert got == [list(stream_tokens(decoder, p, _sampler(i), 8)) for i, p in enumerate(PROMPTS[:3])]
+
+
+def test_a_request_whose_sampler_fails_ends_alone_and_the_loop_goes_on():
+    """A sampling error mid-answer (say, logits that overflowed) ends that request with the error;
+    the batcher thread keeps serving the others and every later request."""
+
+    class Breaks(TokenSampler):
+        def __init__(self, after):
+            super().__init__(512, temperature=0.0)
+            self.after = after
+
+        def choose(self, logits):
+            self.after -= 1
+            if self.after < 0:
+                raise RuntimeError("probability tensor contains inf")
+            return super().choose(logits)
+
+    decoder = FastDecoder(_model())
+    batcher = DecodeBatcher(decoder, max_batch=4)
+    try:
+        broken = batcher.submit(PROMPTS[0], Breaks(after=3), 20)
+        fine = batcher.submit(PROMPTS[1], _sampler(0), 20)
+        with pytest.raises(RuntimeError, match="inf"):
+            list(broken)
+        assert len(list(fine)) == 20
+        later = batcher.submit(PROMPTS[2], _sampler(0), 5)
+        assert len(list(later)) == 5
+    finally:
+        batcher.close()

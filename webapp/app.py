@@ -18,7 +18,7 @@ from .gate import Access, Gate, gradio_session_user
 from .i18n import I18N, t
 from .jobs import JobManager
 from .tabs import chat, corpus, export, train
-from .uploads import OnlyReceivedFiles
+from .uploads import OnlyReceivedFiles, form_fields_within_limit
 from .workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,8 @@ def build_app(workspace: str | Path, upload_limit_mb: float | None = None,
     app.add_middleware(BodyLimit, max_bytes=body_limit, applies=lambda path: not path.startswith(UPLOAD_ROUTE))
     app.add_middleware(StreamLimit, max_bytes=upload_limit, applies=lambda path: path.startswith(UPLOAD_ROUTE),
                        refusal=too_large(upload_limit, "MINIMIND_UPLOAD_LIMIT_MB, for all files of one upload",
-                                         "upload fewer or smaller files at a time"))
+                                         "upload fewer or smaller files at a time"),
+                       inspect=form_fields_within_limit)
     app.add_middleware(Gate, access=access, session_user=gradio_session_user(gradio_app))
     app.state.context = ctx
     app.state.access = access
@@ -142,6 +143,12 @@ def _mounted_gradio(app: FastAPI):
 def serve(host: str = "0.0.0.0", port: int = 7860, workspace: str | Path = "workspace") -> None:
     import uvicorn
 
+    # Gradio keeps uploads and the files it serves in one folder, machine-wide (/tmp/gradio) unless
+    # told otherwise: this server's own, private, inside its workspace
+    private = Path(workspace).resolve() / "cache" / "gradio"
+    private.mkdir(parents=True, exist_ok=True)
+    private.chmod(0o700)
+    os.environ.setdefault("GRADIO_TEMP_DIR", str(private))
     app = build_app(workspace)
     print(f"MiniMind Studio on http://{'localhost' if host == '0.0.0.0' else host}:{port} "
           f"(workspace {Path(workspace).resolve()})", flush=True)

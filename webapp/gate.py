@@ -20,6 +20,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import parse_qsl
 
 from starlette.requests import cookie_parser
 
@@ -115,6 +116,12 @@ class Access:
         return same_secret(user, self.login[0]) & same_secret(password, self.login[1])
 
 
+def _asks_deep_link(scope) -> bool:
+    """Does the query (decoded, as Gradio reads it) carry a deep_link parameter, on any path?"""
+    query = scope.get("query_string", b"").decode("latin-1")
+    return any(key == "deep_link" for key, _ in parse_qsl(query, keep_blank_values=True))
+
+
 def _public(path: str, method: str) -> bool:
     if method == "POST":
         return path in LOGIN_PATHS
@@ -146,7 +153,7 @@ class Gate:
         path, method = scope.get("path", ""), scope.get("method", "GET")
         user = lambda: self.session_user(headers.cookies())  # noqa: E731
         allowed = self.access.allows(path, method, headers, user)
-        if allowed and (path.startswith(CLOSED) or (path == "/" and b"deep_link=" in scope.get("query_string", b""))):
+        if allowed and (path.startswith(CLOSED) or _asks_deep_link(scope)):
             if scope["type"] == "websocket":
                 return await send({"type": "websocket.close", "code": 1008})
             return await send_json(send, 404, {"error": {"message": "Not found", "type": "invalid_request_error",

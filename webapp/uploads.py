@@ -13,10 +13,12 @@ The refusal is the same sentence whether or not the path exists, and names no pa
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from minimind.serving.guards import send_json
+from python_multipart.multipart import MultipartParser, parse_options_header
+
+from minimind.serving.guards import parse_json, send_json
+from minimind.serving.protocol import ApiError
 
 from .workspace import WorkspaceError
 
@@ -83,7 +85,8 @@ def _named_files(value) -> list[str]:
 class OnlyReceivedFiles:
     """ASGI middleware: a Gradio call whose data names a file this server did not receive (a
     path, a URL, anything not returned by its upload route) is refused before Gradio reads,
-    copies or downloads it. The body is already bounded by the request limit outside."""
+    copies or downloads it; so is one that is not plain JSON within /v1's bounds (depth,
+    number of values, valid text). The body is already bounded by the request limit outside."""
 
     def __init__(self, app, area: UploadArea):
         self.app = app
@@ -102,9 +105,9 @@ class OnlyReceivedFiles:
             more = message.get("more_body", False)
         body = b"".join(chunks)
         try:
-            data = json.loads(body)
-        except (ValueError, RecursionError):
-            data = None  # not ours to judge: Gradio answers a malformed call itself
+            data = parse_json(body)  # the same bounds as /v1: depth, values, valid text
+        except ApiError as err:
+            return await send_json(send, err.status, {"error": err.message})
         if any(not self.area.received(named) for named in _named_files(data)):
             return await send_json(send, 400, {"error": REFUSAL})
         replayed = False
@@ -117,3 +120,53 @@ class OnlyReceivedFiles:
             return {"type": "http.request", "body": body, "more_body": False}
 
         return await self.app(scope, replay, send)
+
+
+MAX_FORM_FIELD = 64 * 1024  # an upload's parts without a file name (Gradio holds them in memory)
+
+
+def form_fields_within_limit(scope):
+    """A chunk inspector for StreamLimit on the upload route: parses the multipart stream as it
+    goes and objects to a part that is not a file (no filename) once it passes MAX_FORM_FIELD."""
+    content_type = dict(scope.get("headers", [])).get(b"content-type", b"")
+    kind, options = parse_options_header(content_type)
+    if kind != b"multipart/form-data" or not options.get(b"boundary"):
+        return None
+    part = {"file": False, "size": 0, "header": b"", "value": b"", "disposition": b""}
+
+    def header_field(data, start, end):
+        part["header"] += data[start:end]
+
+    def header_value(data, start, end):
+        part["value"] += data[start:end]
+
+    def header_end():
+        if part["header"].lower() == b"content-disposition":
+            part["disposition"] = part["value"]
+        part["header"], part["value"] = b"", b""
+
+    def headers_finished():
+        part["file"] = b"filename" in parse_options_header(part["disposition"])[1]
+        part["size"] = 0
+
+    def part_data(data, start, end):
+        if not part["file"]:
+            part["size"] += end - start
+
+    def part_begin():
+        part.update(file=False, size=0, header=b"", value=b"", disposition=b"")
+
+    parser = MultipartParser(options[b"boundary"], {
+        "on_part_begin": part_begin, "on_header_field": header_field, "on_header_value": header_value,
+        "on_header_end": header_end, "on_headers_finished": headers_finished, "on_part_data": part_data})
+    refusal = ApiError(413, f"An upload's form fields are limited to {MAX_FORM_FIELD // 1024} KB each; send files "
+                       "as file parts (with a file name).", code="request_too_large")
+
+    def feed(chunk: bytes):
+        try:
+            parser.write(chunk)
+        except Exception:  # a malformed form: Gradio's own parser answers it
+            return None
+        return refusal if part["size"] > MAX_FORM_FIELD else None
+
+    return feed

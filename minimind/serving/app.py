@@ -26,7 +26,7 @@ from starlette.exceptions import HTTPException
 
 from ..errors import MiniMindError, SamplingError
 from ..fast_decode import decoder_for
-from ..generation import Generation, chat, complete, context_size, encode_chat
+from ..generation import Generation, chat, check_length, complete, context_size, encode_chat, longest_token
 from .batcher import DecodeBatcher
 from .guards import DEFAULT_MAX_REQUEST_BYTES, BodyLimit, bearer_token, parse_json, same_secret
 from .pool import GenerationPool, QueueFull
@@ -212,8 +212,10 @@ def _start(served: ServedModel, req: GenerationRequest, is_chat: bool, engine: D
     """Check the request against the model (context) and create its Generation (no decoding yet)."""
     model, tokenizer = served.model, served.tokenizer
     params = req.params
-    _check_length(served, req, is_chat)
-    try:
+    try:  # first a bound without tokenizing (the default answer length below tokenizes the prompt)
+        check_length(req.messages if is_chat else [{"content": req.prompt}], context_size(model),
+                     longest_token(tokenizer), "conversation" if is_chat else "prompt",
+                     "messages" if is_chat else "prompt")
         if not req.max_tokens_given:  # a default answer length: whatever room the context leaves, capped
             used = len(encode_chat(tokenizer, req.messages)) if is_chat else \
                 len(tokenizer(req.prompt, add_special_tokens=False)["input_ids"]) + 1
@@ -223,20 +225,6 @@ def _start(served: ServedModel, req: GenerationRequest, is_chat: bool, engine: D
         return complete(model, tokenizer, req.prompt, params, engine=engine)
     except SamplingError as err:
         raise from_sampling_error(err) from err
-
-
-def _check_length(served: ServedModel, req: GenerationRequest, is_chat: bool) -> None:
-    """Refuse, without tokenizing, a prompt that has more characters than the context could
-    hold even if every token were the longest one in the vocabulary, or more turns than tokens."""
-    chars = sum(len(m["content"]) for m in req.messages) if is_chat else len(req.prompt)
-    context = context_size(served.model)
-    if is_chat and len(req.messages) > context:  # every turn costs at least one token (its markers)
-        raise bad_request(f"the conversation has {len(req.messages):,} messages, more than {served.name!r} can "
-                          f"read: its context is {context:,} tokens", "messages", "context_length_exceeded")
-    if chars > context * served.longest_token:
-        raise bad_request(f"the prompt has {chars:,} characters, more than {served.name!r} can read: its "
-                          f"context is {context:,} tokens; shorten the prompt", "messages" if is_chat else "prompt",
-                          "context_length_exceeded")
 
 
 # Characters that str.splitlines() treats as line ends but json.dumps(ensure_ascii=False) keeps raw;

@@ -153,4 +153,7 @@ class DecodeBatcher:
                 request.finish(err)
             return
         for request, row in zip(active, logits):
-            request.emit(request.sampler.choose(row))
+            try:
+                request.emit(request.sampler.choose(row))
+            except Exception as err:  # one request's failure ends that request, never the loop
+                request.finish(err)

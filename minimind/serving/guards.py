@@ -5,7 +5,8 @@ that parses into plain, valid text, and the API key.
 declared Content-Length is refused at once) and hands the app the buffered
 body, so no handler ever parses, decodes or tokenizes more than that.
 `parse_json` turns the body into Python values or an `ApiError` (400): invalid
-UTF-8, a lone surrogate, nesting deeper than `MAX_JSON_DEPTH`.
+UTF-8, a lone surrogate, nesting deeper than `MAX_JSON_DEPTH`, more than
+`MAX_JSON_ITEMS` values (counted on the bytes first, so parsing stays cheap).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .protocol import ApiError, bad_request
 DEFAULT_MAX_REQUEST_MB = 1.0   # MINIMIND_MAX_REQUEST_MB: a chat far longer than any context fits in it
 DEFAULT_MAX_REQUEST_BYTES = int(DEFAULT_MAX_REQUEST_MB * 2**20)
 MAX_JSON_DEPTH = 32            # objects and lists inside one another; requests need about 5
+MAX_JSON_ITEMS = 20_000        # values in one body: a chat request has tens, a page call hundreds
 
 
 def max_request_bytes(value: str | float | None) -> int:
@@ -95,22 +97,30 @@ class BodyLimit:
 
 class StreamLimit:
     """ASGI middleware for routes that stream large bodies to disk (uploads): nothing is buffered
-    here; the bytes the app reads are counted, and past `max_bytes` the app sees the body end
-    (a cut-off form it refuses) while the client gets the 413, whatever the app answers. A
-    larger declared Content-Length is refused at once."""
+    here; the bytes the app reads are counted (and shown to `inspect`, when given), and past
+    `max_bytes` (or when `inspect` objects) the app sees the body end (a cut-off form it
+    refuses) while the client gets the refusal, whatever the app answers. A larger declared
+    Content-Length is refused at once.
 
-    def __init__(self, app, max_bytes: int, applies: Callable[[str], bool], refusal: ApiError | None = None):
+    inspect: `inspect(scope)` -> a function fed each chunk of one request, returning None or
+             the ApiError to answer with (e.g. a multipart form field that is too long).
+    """
+
+    def __init__(self, app, max_bytes: int, applies: Callable[[str], bool], refusal: ApiError | None = None,
+                 inspect: Callable | None = None):
         self.app = app
         self.max_bytes = max_bytes
         self.applies = applies
-        self.refusal = (refusal or too_large(max_bytes)).body()
+        self.refusal = refusal or too_large(max_bytes)
+        self.inspect = inspect
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or not self.applies(scope.get("path", "")):
             return await self.app(scope, receive, send)
         declared = _content_length(scope)
         if declared is not None and declared > self.max_bytes:
-            return await send_json(send, 413, self.refusal)
+            return await send_json(send, 413, self.refusal.body())
+        feed = self.inspect(scope) if self.inspect else None
         size, refused, started = 0, False, False
 
         async def counted():
@@ -118,18 +128,20 @@ class StreamLimit:
             if refused:
                 return {"type": "http.disconnect"}
             message = await receive()
-            size += len(message.get("body", b""))
-            if size > self.max_bytes:
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            error = self.refusal if size > self.max_bytes else (feed(chunk) if feed and chunk else None)
+            if error is not None:
                 refused = True
                 if not started:
-                    await send_json(send, 413, self.refusal)
+                    await send_json(send, error.status, error.body())
                 return {"type": "http.request", "body": b"", "more_body": False}  # the app sees the body end
             return message
 
         async def guarded(message):
             nonlocal started
             if refused:
-                return  # the 413 went out instead of whatever the app answers to the cut-off body
+                return  # the refusal went out instead of whatever the app answers to the cut-off body
             started = True
             await send(message)
 
@@ -146,8 +158,14 @@ def _content_length(scope) -> int | None:
     return None
 
 
+def _too_many_items() -> ApiError:
+    return bad_request(f"the request body holds more than {MAX_JSON_ITEMS:,} values", None, "invalid_json")
+
+
 def parse_json(raw: bytes):
     """The request body as Python values, or a 400 naming what is wrong with it."""
+    if raw.count(b"[") + raw.count(b"{") + raw.count(b",") > MAX_JSON_ITEMS:  # an upper bound, in C
+        raise _too_many_items()
     try:
         value = json.loads(raw)
     except RecursionError:
@@ -162,10 +180,14 @@ def parse_json(raw: bytes):
 
 
 def _check_plain(value) -> None:
-    """Depth within MAX_JSON_DEPTH and every string encodable as UTF-8 (no lone surrogates)."""
-    todo = [(value, 1)]
+    """Depth within MAX_JSON_DEPTH, at most MAX_JSON_ITEMS values, every string encodable as UTF-8
+    (no lone surrogates)."""
+    todo, seen = [(value, 1)], 0
     while todo:
         item, depth = todo.pop()
+        seen += 1
+        if seen > MAX_JSON_ITEMS:
+            raise _too_many_items()
         if isinstance(item, (dict, list)):
             if depth > MAX_JSON_DEPTH:
                 raise bad_request(f"the request body nests JSON deeper than {MAX_JSON_DEPTH} levels", None,

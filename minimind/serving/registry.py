@@ -8,7 +8,6 @@ runs; the `serve` command gives it a base folder and `NAME=DIR` adapters.
 
 from __future__ import annotations
 
-import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -30,12 +29,6 @@ class ServedModel:
     created: int = field(default_factory=lambda: int(time.time()))  # unix time shown in /v1/models
     owned_by: str = "minimind"                 # shown in /v1/models
     source: str = ""                           # folder it came from ("" when handed in loaded)
-
-    @functools.cached_property
-    def longest_token(self) -> int:
-        """Characters of the longest entry in the vocabulary: no token covers more text, so a
-        prompt longer than context x this cannot fit, and is refused without tokenizing it."""
-        return max(map(len, self.tokenizer.get_vocab()), default=1)
 
 
 class _Entry:

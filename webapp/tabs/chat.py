@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+from minimind.errors import SamplingError
 from minimind.generation import SamplingParams, chat
 
 from ..context import AppContext, user_errors, user_errors_gen
@@ -34,6 +35,8 @@ def text_history(history) -> list[dict]:
 
 
 def _messages(history: list[dict], system: str) -> list[dict]:
+    if system is not None and not isinstance(system, str):
+        raise SamplingError("the system message must be text")
     msgs = [{"role": "system", "content": system.strip()}] if system and system.strip() else []
     return msgs + text_history(history)
 
