@@ -17,7 +17,7 @@ from pathlib import Path
 
 from python_multipart.multipart import MultipartParser, parse_options_header
 
-from minimind.serving.guards import parse_json, send_json
+from minimind.serving.guards import parse_json, replaying, send_json
 from minimind.serving.protocol import ApiError
 
 from .workspace import WorkspaceError
@@ -110,16 +110,7 @@ class OnlyReceivedFiles:
             return await send_json(send, err.status, {"error": err.message})
         if any(not self.area.received(named) for named in _named_files(data)):
             return await send_json(send, 400, {"error": REFUSAL})
-        replayed = False
-
-        async def replay():
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        return await self.app(scope, replay, send)
+        return await self.app(scope, replaying(body, receive), send)
 
 
 MAX_FORM_FIELD = 64 * 1024  # an upload's parts without a file name (Gradio holds them in memory)

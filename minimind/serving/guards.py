@@ -83,16 +83,21 @@ class BodyLimit:
                 return await send_json(send, 413, self.refusal)
             chunks.append(chunk)
             more = message.get("more_body", False)
-        body, replayed = b"".join(chunks), False
+        return await self.app(scope, replaying(b"".join(chunks), receive), send)
 
-        async def replay():
-            nonlocal replayed
-            if replayed:
-                return await receive()  # after the body: wait for the disconnect as usual
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
 
-        return await self.app(scope, replay, send)
+def replaying(body: bytes, receive):
+    """An ASGI `receive` that hands the app a body already read, then the client's messages."""
+    replayed = False
+
+    async def replay():
+        nonlocal replayed
+        if replayed:
+            return await receive()  # after the body: wait for the disconnect as usual
+        replayed = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
 
 
 class StreamLimit:
