@@ -3,6 +3,7 @@ OpenAI-compatible API under /v1, in one FastAPI app."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from pathlib import Path
@@ -92,7 +93,7 @@ def build_app(workspace: str | Path, upload_limit_mb: float | None = None,
     """
     access = access or Access.from_env()
     if auth is not None:
-        access = Access(auth, access.api_key, access.public_space, access.public_api)
+        access = dataclasses.replace(access, login=auth)
     limit = upload_limit_mb or float(os.environ.get("MINIMIND_UPLOAD_LIMIT_MB", "200"))
     ws = Workspace(Path(workspace), limit)
     jobs = JobManager(ws)

@@ -67,24 +67,24 @@ class AppContext:
         found = {p.name: p for p in sorted(self.shipped_dir.glob("*")) if (p / "config.json").is_file()}
         return dict(sorted(found.items(), key=lambda kv: kv[0] != DEFAULT_MODEL))
 
+    def offered_models(self) -> list[tuple[str, str, Path]]:
+        """(label, id, folder) of every model a user can chat with or export; the id is
+        `shipped:<name>` or `run:<run id>`. The page and its API name models by id, never by folder."""
+        offered = [(f"shipped: {name}", f"shipped:{name}", path) for name, path in self.shipped().items()]
+        offered += [(label, f"run:{run_id}", folder) for run_id, label, folder in self.jobs.finished_models()]
+        return offered
+
     def model_choices(self) -> list[tuple[str, str]]:
-        """(label, id) for every model a user can chat with or export: `shipped:<name>` or
-        `run:<run id>`. The page and its API name models by these ids, never by folder."""
-        choices = [(f"shipped: {name}", f"shipped:{name}") for name in self.shipped()]
-        choices += [(label, f"run:{run_id}") for run_id, label, _ in self.jobs.finished_models()]
-        return choices
+        """(label, id) for the page's model dropdowns."""
+        return [(label, model_id) for label, model_id, _ in self.offered_models()]
 
     def model_folder(self, model_id: str | None) -> Path:
         """The folder of an offered model id; the page never loads any other folder."""
         if not model_id:
             raise WorkspaceError("choose a model")
-        kind, _, name = str(model_id).partition(":")
-        if kind == "shipped" and name in self.shipped():
-            return self.shipped()[name]
-        if kind == "run":
-            for run_id, _, folder in self.jobs.finished_models():
-                if run_id == name:
-                    return folder
+        for _, offered_id, folder in self.offered_models():
+            if offered_id == model_id:
+                return folder
         raise WorkspaceError(f"{model_id!r} is not one of the shipped models or finished runs")
 
 

@@ -22,9 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
+from starlette.datastructures import Headers
 from starlette.requests import cookie_parser
 
 from minimind.serving.guards import bearer_token, same_secret, send_json
+from minimind.serving.protocol import ApiError
 
 log = logging.getLogger(__name__)
 
@@ -96,11 +98,9 @@ class Access:
                 message = ("Incorrect or missing credentials: send 'Authorization: Bearer <key>' with the "
                            "server's MINIMIND_API_KEY" + (", or the page's user and password as HTTP Basic"
                                                           if self.login else "") + ".")
-            return ({"error": {"message": message, "type": "invalid_request_error", "param": None,
-                               "code": "invalid_api_key"}}, {"WWW-Authenticate": "Bearer"})
-        return ({"error": {"message": "Log in on the page first (or send the page's user and password as "
-                                      "HTTP Basic, or the API key as a bearer token).",
-                           "type": "invalid_request_error", "param": None, "code": "login_required"}}, {})
+            return ApiError(401, message, code="invalid_api_key").body(), {"WWW-Authenticate": "Bearer"}
+        return ApiError(401, "Log in on the page first (or send the page's user and password as HTTP Basic, "
+                             "or the API key as a bearer token).", code="login_required").body(), {}
 
     def _key(self, headers) -> bool:
         return self.api_key is not None and same_secret(bearer_token(headers), self.api_key)
@@ -149,23 +149,20 @@ class Gate:
     async def __call__(self, scope, receive, send):
         if scope["type"] not in ("http", "websocket"):
             return await self.app(scope, receive, send)
-        headers = _Headers(scope.get("headers", []))
+        headers = Headers(scope=scope)
         path, method = scope.get("path", ""), scope.get("method", "GET")
-        user = lambda: self.session_user(headers.cookies())  # noqa: E731
-        allowed = self.access.allows(path, method, headers, user)
-        if allowed and (path.startswith(CLOSED) or _asks_deep_link(scope)):
-            if scope["type"] == "websocket":
-                return await send({"type": "websocket.close", "code": 1008})
-            return await send_json(send, 404, {"error": {"message": "Not found", "type": "invalid_request_error",
-                                                         "param": None, "code": "not_found"}})
-        if allowed:
+        user = lambda: self.session_user(cookie_parser(headers.get("cookie", "")))  # noqa: E731
+        if not self.access.allows(path, method, headers, user):
+            status, (body, extra) = 401, self.access.refusal(path)
+        elif path.startswith(CLOSED) or _asks_deep_link(scope):
+            status, body, extra = 404, ApiError(404, "Not found", code="not_found").body(), {}
+        else:
             if path == "/" and self.access.login is not None and not self.access.authenticated(headers, user):
                 send = _without_api_info(send)  # the login form: Gradio would list every endpoint in it
             return await self.app(scope, receive, send)
         if scope["type"] == "websocket":
             return await send({"type": "websocket.close", "code": 1008})
-        body, extra = self.access.refusal(path)
-        await send_json(send, 401, body, extra)
+        await send_json(send, status, body, extra)
 
 
 _API_INFO = re.compile(rb"window\.gradio_api_info = .*?;</script>", re.DOTALL)
@@ -193,21 +190,6 @@ def _without_api_info(send):
         await send({"type": "http.response.body", "body": body})
 
     return filtered
-
-
-class _Headers:
-    """Lower-cased request headers from an ASGI scope, with the cookies parsed on demand."""
-
-    def __init__(self, raw):
-        self._values = {}
-        for name, value in raw:
-            self._values.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
-
-    def get(self, name: str, default: str = "") -> str:
-        return self._values.get(name.lower(), default)
-
-    def cookies(self) -> dict[str, str]:
-        return cookie_parser(self.get("cookie"))  # the parser Starlette (so Gradio) reads cookies with
 
 
 def gradio_session_user(gradio_app) -> Callable[[dict], str | None]:

@@ -80,28 +80,27 @@ def _long_text_ids(tokenizer, text: str) -> Iterator[list[int]]:
         yield from _encode_batch(tokenizer, group)
 
 
-def encode(tokenizer, texts: list[str]) -> list[list[int]]:
-    """Token ids of each text, no special tokens added (long texts piece by piece, see `pieces`)."""
+def _per_text(tokenizer, texts: list[str], combine) -> list:
+    """`combine(ids of each piece)` for every text: short texts encoded in one batch, a long one
+    piece by piece (see `pieces`), so its ids never exist whole unless `combine` joins them."""
     out: list = [None] * len(texts)
     short = [i for i, t in enumerate(texts) if len(t) <= LONG_TEXT]
     for i, ids in zip(short, _encode_batch(tokenizer, [texts[i] for i in short])):
-        out[i] = ids
+        out[i] = combine([ids])
     for i, text in enumerate(texts):
-        if out[i] is None:
-            out[i] = [t for ids in _long_text_ids(tokenizer, text) for t in ids]
+        if len(text) > LONG_TEXT:
+            out[i] = combine(_long_text_ids(tokenizer, text))
     return out
+
+
+def encode(tokenizer, texts: list[str]) -> list[list[int]]:
+    """Token ids of each text, no special tokens added (long texts piece by piece, see `pieces`)."""
+    return _per_text(tokenizer, texts, lambda parts: [t for ids in parts for t in ids])
 
 
 def count_tokens(tokenizer, texts: list[str]) -> list[int]:
     """Tokens of each text, as `encode` would give them, without holding a long text's ids."""
-    counts = [0] * len(texts)
-    short = [i for i, t in enumerate(texts) if len(t) <= LONG_TEXT]
-    for i, ids in zip(short, _encode_batch(tokenizer, [texts[i] for i in short])):
-        counts[i] = len(ids)
-    for i, text in enumerate(texts):
-        if len(text) > LONG_TEXT:
-            counts[i] = sum(len(ids) for ids in _long_text_ids(tokenizer, text))
-    return counts
+    return _per_text(tokenizer, texts, lambda parts: sum(len(ids) for ids in parts))
 
 
 def tokenize_batch(batch: dict, tokenizer, eos: int) -> dict:

@@ -212,11 +212,12 @@ def _start(served: ServedModel, req: GenerationRequest, is_chat: bool, engine: D
     """Check the request against the model (context) and create its Generation (no decoding yet)."""
     model, tokenizer = served.model, served.tokenizer
     params = req.params
-    try:  # first a bound without tokenizing (the default answer length below tokenizes the prompt)
-        check_length(req.messages if is_chat else [{"content": req.prompt}], context_size(model),
-                     longest_token(tokenizer), "conversation" if is_chat else "prompt",
-                     "messages" if is_chat else "prompt")
+    try:
         if not req.max_tokens_given:  # a default answer length: whatever room the context leaves, capped
+            # (this tokenizes the prompt before chat/complete check it: bound it by its length first)
+            check_length(req.messages if is_chat else [{"content": req.prompt}], context_size(model),
+                         longest_token(tokenizer), "conversation" if is_chat else "prompt",
+                         "messages" if is_chat else "prompt")
             used = len(encode_chat(tokenizer, req.messages)) if is_chat else \
                 len(tokenizer(req.prompt, add_special_tokens=False)["input_ids"]) + 1
             params = params.replace(max_new_tokens=max(1, min(params.max_new_tokens, context_size(model) - used)))

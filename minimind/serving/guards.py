@@ -59,19 +59,18 @@ class BodyLimit:
     replayed to the app, so a chunked body without Content-Length is bounded too.
     """
 
-    def __init__(self, app, max_bytes: int, applies: Callable[[str], bool] = lambda path: True,
-                 refusal: ApiError | None = None):
+    def __init__(self, app, max_bytes: int, applies: Callable[[str], bool] = lambda path: True):
         self.app = app
         self.max_bytes = max_bytes
         self.applies = applies
-        self.refusal = (refusal or too_large(max_bytes)).body()
+        self.refusal = too_large(max_bytes)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or not self.applies(scope.get("path", "")):
             return await self.app(scope, receive, send)
         declared = _content_length(scope)
         if declared is not None and declared > self.max_bytes:
-            return await send_json(send, 413, self.refusal)
+            return await send_json(send, 413, self.refusal.body())
         chunks, size, more = [], 0, True
         while more:
             message = await receive()
@@ -80,7 +79,7 @@ class BodyLimit:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:
-                return await send_json(send, 413, self.refusal)
+                return await send_json(send, 413, self.refusal.body())
             chunks.append(chunk)
             more = message.get("more_body", False)
         return await self.app(scope, replaying(b"".join(chunks), receive), send)

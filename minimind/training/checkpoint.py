@@ -58,9 +58,9 @@ def remove_partial(root: Path) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
-def _delete(folder: Path, prefix: str = DELETING) -> None:
+def _delete(folder: Path) -> None:
     """Take `folder` out of the step-N names in one rename, then delete it."""
-    hidden = folder.with_name(prefix + folder.name)
+    hidden = folder.with_name(DELETING + folder.name)
     shutil.rmtree(hidden, ignore_errors=True)
     folder.rename(hidden)
     shutil.rmtree(hidden, ignore_errors=True)

@@ -32,8 +32,8 @@ def device_line() -> str:
 def base_choices(ctx: AppContext) -> list[tuple[str, str]]:
     """New models by preset, the shipped models, and finished full-model runs."""
     choices = [(f"new model: {name}", f"new:{name}") for name in PRESETS]
-    choices += [(label, model_id) for label, model_id in ctx.model_choices()
-                if not (ctx.model_folder(model_id) / "adapter_config.json").is_file()]
+    choices += [(label, model_id) for label, model_id, folder in ctx.offered_models()
+                if not (folder / "adapter_config.json").is_file()]
     return choices
 
 
