@@ -79,7 +79,8 @@ def _headline(record: dict) -> str:
 def _section(record: dict) -> str:
     size = "tiny" if record.get("tiny") else "quick" if record.get("quick") else "full"
     lines = [f"## {record['name']}", "", f"{record.get('description', '')}. Measured {record.get('measured')} "
-             f"({size} settings, PyTorch threads: {record.get('threads', '?')}, {record.get('wall_s', 0):.0f} s).", ""]
+             f"({size} settings, commit {record.get('commit', 'not recorded')}, PyTorch threads: "
+             f"{record.get('threads', '?')}, {record.get('wall_s', 0):.0f} s).", ""]
     if record["status"] != "ok":
         lines += [f"**{record['status']}**: {record.get('error', '')}", "", "```",
                   (record.get("traceback") or record.get("output_tail") or "").strip(), "```"]

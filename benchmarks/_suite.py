@@ -60,7 +60,9 @@ def run_child(name: str, quick: bool, tiny: bool, threads: int, out: Path) -> No
     hf_logging.disable_progress_bar()
     if threads:
         torch.set_num_threads(threads)
-    record: dict = {"threads": torch.get_num_threads()}
+    from benchmarks._report import _git_commit
+
+    record: dict = {"threads": torch.get_num_threads(), "commit": _git_commit()}
     start = time.perf_counter()
     try:
         module = importlib.import_module(f"benchmarks.{name}")

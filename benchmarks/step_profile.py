@@ -9,7 +9,7 @@ took than the same step unprofiled, and the manual rows time the parts directly.
   AdamW, compiled decoder layers): manual medians of forward, loss, backward,
   clipping and the optimizer step; the forward split by module kind (eager copy,
   timed with module hooks); torch.profiler's top ops by self time.
-- Decode (FastDecoder, fp32, batch 1, cache at ~100 positions): one token step
+- Decode (the engine's forward, fp32, batch 1, cache at ~100 positions): one token step
   against its weight matmuls alone, its attention calls alone, and the rest
   (norms, rotary, cache writes, Python); the matmuls' weight bytes per second
   against this machine's read bandwidth (a large tensor sum), which shows
@@ -200,30 +200,33 @@ def _decode_rows(quick: bool, tiny: bool) -> tuple[list[dict], dict]:
     import torch.nn.functional as F
 
     from minimind import MiniMindConfig, MiniMindForCausalLM
-    from minimind.fast_decode import FastDecoder
+    from minimind.inference import Weights
+    from minimind.inference.forward import KVCache, forward
 
     config = MiniMindConfig.from_preset("small")
     if tiny:
         config = MiniMindConfig(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                                 num_attention_heads=4, num_key_value_heads=2)
     torch.manual_seed(0)
-    decoder = FastDecoder(MiniMindForCausalLM(config).eval())
-    cache = decoder.new_cache(512)
-    decoder.forward(torch.arange(5, 101), cache)  # ~100 positions of context
+    weights = Weights.of(MiniMindForCausalLM(config).eval())
+    cache = KVCache(weights, 512)
+    forward(weights, torch.arange(5, 101)[None], [cache])  # ~100 positions of context
     repeats = 20 if tiny else 60 if quick else 200
+    token = torch.tensor([[7]])
 
     def step():
         cache.length = 96
-        decoder.step(7, cache)
+        forward(weights, token, [cache])
 
     step()
     step_ms = _median_ms(step, repeats)
     x = torch.randn(1, config.hidden_size)
     h = torch.randn(1, config.intermediate_size)
     a = torch.randn(1, config.num_attention_heads * config.head_dim)
-    mats = [(x, layer.qkv) for layer in decoder.layers] + [(a, layer.o) for layer in decoder.layers]
-    mats += [(x, layer.gate_up) for layer in decoder.layers] + [(h, layer.down) for layer in decoder.layers]
-    mats.append((x, decoder.lm_head))
+    layers = weights.layers
+    mats = [(x, layer.qkv.t) for layer in layers] + [(a, layer.o.t) for layer in layers]
+    mats += [(x, layer.gate_up.t) for layer in layers] + [(h, layer.down.t) for layer in layers]
+    mats.append((x, weights.lm_head.t))
 
     def matmuls():
         for inp, w in mats:
@@ -236,14 +239,14 @@ def _decode_rows(quick: bool, tiny: bool) -> tuple[list[dict], dict]:
 
     def attention():
         with torch.inference_mode():
-            for _ in decoder.layers:
+            for _ in layers:
                 F.scaled_dot_product_attention(q, keys, values, enable_gqa=True)
 
     attention_ms = _median_ms(attention, repeats)
     bandwidth = _read_bandwidth()
     parts = {"weight matmuls (qkv, o, gate_up, down, LM head)": matmul_ms, "attention (sdpa)": attention_ms,
              "everything else (norms, rotary, cache writes, Python)": step_ms - matmul_ms - attention_ms}
-    rows = [{"step": "decode", "source": "manual (FastDecoder fp32, 1 token at ~100 positions)", "part": k,
+    rows = [{"step": "decode", "source": "manual (engine forward, fp32, 1 token at ~100 positions)", "part": k,
              "ms": v, "share of step %": 100 * v / step_ms} for k, v in parts.items()]
     top, wall = _profile(step, "decode_step", steps=20)
     rows += [{"step": "decode", "source": "torch.profiler top ops (self time, per token)", **r} for r in top]

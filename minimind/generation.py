@@ -11,19 +11,22 @@ iteration the `Generation` tells the token counts, why it finished, and how
 many turns were dropped -- what an API `usage` field or a chat UI needs.
 
 `complete(model, tokenizer, prompt, params)` does the same for plain text.
-Both use the lean decode path (minimind.fast_decode) unless beam search is asked for.
+Both decode through the model's inference engine (minimind.inference) unless beam
+search is asked for; its sampler never lets the text become invalid UTF-8.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
 
 import torch
 
 from .errors import SamplingError
-from .fast_decode import TokenSampler, decoder_for, stream_tokens
+from .inference import Engine, Sampler, engine_for, guard_for
 
 ROLES = ("system", "user", "assistant")
 END_TOKENS = ("<|im_end|>", "<|endoftext|>")      # end of an answer / of a document
@@ -77,6 +80,12 @@ class SamplingParams:
         if any(not s for s in self.stop):
             raise _bad("stop", "stop strings must not be empty")
 
+    @classmethod
+    def from_model(cls, folder: str | Path | None, **overrides) -> "SamplingParams":
+        """The defaults a model was saved with (its generation_config.json, or its base's for a LoRA
+        adapter), then `overrides`; the class defaults where the folder says nothing."""
+        return cls(**{**_saved_defaults(folder), **overrides})
+
     def replace(self, **changes) -> "SamplingParams":
         """A copy with some fields changed (checked again)."""
         unknown = set(changes) - {f.name for f in fields(self)}
@@ -95,6 +104,39 @@ class SamplingParams:
                 return self.replace(**{name: text})  # raises the "unknown parameter" error
             changes[name] = _parse(name, str(kind), text)
         return self.replace(**changes)
+
+
+def _saved_defaults(folder: str | Path | None) -> dict:
+    """Sampling fields from a model folder's generation_config.json ({} when there is none)."""
+    if folder is None:
+        return {}
+    folder = Path(folder)
+    candidates = [folder / "generation_config.json"]
+    adapter = folder / "adapter_config.json"
+    if adapter.is_file():
+        try:
+            base = json.loads(adapter.read_text(encoding="utf-8")).get("base_model_name_or_path")
+        except (OSError, ValueError):
+            base = None
+        if isinstance(base, str) and base:
+            candidates.append(Path(base) / "generation_config.json")
+    for file in candidates:
+        try:
+            saved = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(saved, dict):
+            continue
+        defaults = {name: saved[name] for name in ("temperature", "top_k", "top_p", "repetition_penalty",
+                                                    "max_new_tokens") if name in saved}
+        if saved.get("do_sample") is False:
+            defaults["temperature"] = 0.0
+        try:
+            SamplingParams(**defaults)
+        except SamplingError:
+            return {}  # a file this library cannot use: ignore it rather than fail every request
+        return defaults
+    return {}
 
 
 def _parse(name: str, kind: str, text: str):
@@ -271,11 +313,11 @@ def _check_fits(prompt_tokens: int, params: SamplingParams, context: int, what: 
 
 
 def _run(model, tokenizer, prompt_ids: list[int], params: SamplingParams, chat_mode: bool,
-         generation: Generation, engine=None) -> Iterator[str]:
+         generation: Generation, engine: Engine | None = None) -> Iterator[str]:
     """The pieces of one answer; updates `generation`'s counts and finish reason."""
     stop_ids = _stop_token_ids(model, tokenizer, chat_mode)
     text = TextStream(tokenizer, params.stop)
-    tokens = _token_source(model, prompt_ids, params, stop_ids, engine)
+    tokens = _token_source(model, tokenizer, prompt_ids, params, stop_ids, engine)
     try:
         for token in tokens:
             generation.completion_tokens += 1
@@ -302,16 +344,13 @@ def _run(model, tokenizer, prompt_ids: list[int], params: SamplingParams, chat_m
         yield piece
 
 
-def _token_source(model, prompt_ids: list[int], params: SamplingParams, stop_ids: list[int],
-                  engine=None) -> Iterator[int]:
+def _token_source(model, tokenizer, prompt_ids: list[int], params: SamplingParams, stop_ids: list[int],
+                  engine: Engine | None = None) -> Iterator[int]:
     if params.num_beams > 1:
         return iter(_beam_search(model, prompt_ids, params, stop_ids))
-    decoder = engine if engine is not None else decoder_for(model)
-    sampler = TokenSampler(decoder.vocab_size, params.temperature, params.top_k, params.top_p,
-                           params.repetition_penalty, params.seed)
-    if hasattr(decoder, "submit"):  # a batcher decodes in its own thread
-        return decoder.submit(prompt_ids, sampler, params.max_new_tokens, stop_ids)
-    return stream_tokens(decoder, prompt_ids, sampler, params.max_new_tokens, stop_ids)
+    engine = engine if engine is not None else engine_for(model)
+    sampler = Sampler.from_params(params, engine.vocab_size, guard_for(tokenizer, engine.vocab_size))
+    return engine.submit(prompt_ids, sampler, params.max_new_tokens, stop_ids)
 
 
 def _beam_search(model, prompt_ids: list[int], params: SamplingParams, stop_ids: list[int]) -> list[int]:
@@ -414,17 +453,14 @@ def fit_messages(tokenizer, messages: list[dict], budget: int) -> tuple[list[int
 
 
 def chat(model, tokenizer, messages: Sequence[Mapping], params: SamplingParams | None = None,
-         truncate: bool = True, engine=None) -> Generation:
+         truncate: bool = True, engine: Engine | None = None) -> Generation:
     """Stream the assistant's answer to `messages`.
 
     With `truncate` the oldest turns are dropped until prompt + max_new_tokens fits the
     context (see `Generation.dropped_turns`); without it, or when even the system message
     plus the last turn is too long, SamplingError says by how much.
 
-    `engine` (optional) decodes instead of `decoder_for(model)`: a decoder (e.g.
-    `FastDecoder(model, weights="int8")`) run in this thread, or a batcher that decodes in
-    its own (anything with `vocab_size` and `submit(prompt_ids, sampler, max_new_tokens,
-    stop_ids) -> Iterator[int]`, like the API's DecodeBatcher).
+    `engine`: the model's engine (default: `engine_for(model)`, the one every caller shares).
     """
     params = params or SamplingParams()
     messages = check_messages(messages)
@@ -441,7 +477,8 @@ def chat(model, tokenizer, messages: Sequence[Mapping], params: SamplingParams |
     return generation
 
 
-def complete(model, tokenizer, prompt: str, params: SamplingParams | None = None, engine=None) -> Generation:
+def complete(model, tokenizer, prompt: str, params: SamplingParams | None = None,
+             engine: Engine | None = None) -> Generation:
     """Stream the continuation of plain text `prompt` (no chat template).
 
     The prompt is read after an end-of-text token, as documents follow one another in

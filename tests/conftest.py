@@ -32,3 +32,13 @@ def tokenizer_dir(tokenizer, tmp_path_factory):
 def tiny_model():
     torch.manual_seed(0)
     return minimind.MiniMindForCausalLM(tiny_config()).eval()
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """On a 2-core machine shared with other jobs, a descheduled OpenMP worker stalls every op for
+    a scheduler tick; one thread keeps small-model tests fast (results do not depend on it)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from minimind import MiniMindForCausalLM
 from minimind.errors import SamplingError
-from minimind.fast_decode import TokenSampler, decoder_for, stream_tokens
+from minimind.inference import Sampler, engine_for, guard_for
 from minimind.generation import (Generation, SamplingParams, TextStream, chat, complete, encode_chat,
                                  fit_messages)
 
@@ -137,8 +137,8 @@ def test_chinese_chat_streams_whole_characters(poet, tokenizer):
 
 
 def test_random_model_stream_is_always_a_prefix_of_the_full_decode(random_model, tokenizer):
-    """Untrained output is full of broken byte sequences: pieces may carry U+FFFD only where the
-    final text has one for good, never for a character that a later token completes."""
+    """An untrained model picks byte tokens at random: the sampler's UTF-8 guard keeps every
+    character whole, and the streamed pieces add up to the decode of the tokens."""
     for seed in range(4):
         params = SamplingParams(temperature=1.0, top_p=1.0, seed=seed, max_new_tokens=40)
         generation = complete(random_model, tokenizer, "床前", params)
@@ -146,10 +146,11 @@ def test_random_model_stream_is_always_a_prefix_of_the_full_decode(random_model,
         for piece in generation:
             shown += piece
             assert not shown.endswith("\ufffd") or generation.finish_reason
-        decoder = decoder_for(random_model)
-        tokens = list(stream_tokens(decoder, [2] + tokenizer("床前", add_special_tokens=False)["input_ids"],
-                                    TokenSampler(512, 1.0, 0, 1.0, 1.0, seed), 40, [2, 4]))
-        tokens = tokens[:-1] if tokens[-1] in (2, 4) else tokens
+        assert "\ufffd" not in shown  # the sampler never leaves a character incomplete
+        engine = engine_for(random_model)
+        prompt = [2] + tokenizer("床前", add_special_tokens=False)["input_ids"]
+        tokens = list(engine.submit(prompt, Sampler.from_params(params, 512, guard_for(tokenizer, 512)), 40, [2, 3, 4]))
+        tokens = tokens[:-1] if tokens[-1] in (2, 3, 4) else tokens
         assert shown == tokenizer.decode(tokens, skip_special_tokens=True)
 
 
@@ -313,10 +314,3 @@ def test_a_long_history_is_fitted_with_few_tokenizations(tokenizer, monkeypatch)
     assert len(calls) <= 12  # refused by its length alone: not tokenized
 
 
-def test_an_approximate_decoder_can_be_chosen(poet, tokenizer):
-    from minimind.fast_decode import FastDecoder
-
-    user, answer = PAIRS[1]
-    generation = chat(poet, tokenizer, [{"role": "user", "content": user}], GREEDY,
-                      engine=FastDecoder(poet, weights="int8"))
-    assert generation.read() == answer  # a trained model keeps its greedy answer with int8 weights

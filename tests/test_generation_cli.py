@@ -25,14 +25,7 @@ from helpers import tiny_config
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """On a 2-core machine shared with other jobs, a descheduled OpenMP worker stalls every op for
-    a scheduler tick; one thread keeps these small-model tests fast (results do not depend on it)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
@@ -142,14 +135,14 @@ def test_serve_command_runs_an_api_with_a_key(model_dir):
 def test_chat_with_an_adapter_merges_it(model_dir, tmp_path, tokenizer):
     from peft import LoraConfig, get_peft_model
 
-    from minimind.fast_decode import FastDecoder, decoder_for
+    from minimind.inference import Engine
 
     base, _ = chat_command.load(str(model_dir), None)
     torch.manual_seed(2)
     get_peft_model(MiniMindForCausalLM(tiny_config()), LoraConfig(
         r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)).save_pretrained(tmp_path)
     tuned, _ = chat_command.load(str(model_dir), str(tmp_path))
-    assert type(tuned) is MiniMindForCausalLM and isinstance(decoder_for(tuned), FastDecoder)
+    assert type(tuned) is MiniMindForCausalLM and Engine(tuned).weights is not None
     params = SamplingParams(temperature=0, max_new_tokens=10)
     q = [{"role": "user", "content": "To be"}]
     assert chat(tuned, tokenizer, q, params).read() != chat(base, tokenizer, q, params).read()

@@ -11,7 +11,8 @@ from pathlib import Path
 import gradio as gr
 from fastapi import FastAPI
 
-from minimind.serving import ModelRegistry, create_app
+from minimind.inference import ModelRegistry
+from minimind.serving import create_app
 from minimind.serving.guards import BodyLimit, StreamLimit, max_request_bytes, too_large
 
 from .context import AppContext
@@ -103,7 +104,7 @@ def build_app(workspace: str | Path, upload_limit_mb: float | None = None,
     if ctx.public_warning:
         log.warning("MiniMind Studio: %s", ctx.public_warning)
         print(f"WARNING: {ctx.public_warning}", flush=True)
-    registry = ModelRegistry()
+    registry = ctx.models  # one registry: the page's chat and /v1 share every loaded model
     sync_registry(ctx, registry)
     jobs.on_tick.append(lambda: sync_registry(ctx, registry))
     if background_jobs:

@@ -1,19 +1,19 @@
-"""What every tab needs, built once per app: the workspace, the job manager, the loaded
-models, the shipped checkpoints and the bundled samples. No module-level state."""
+"""What every tab needs, built once per app: the workspace, the job manager, the registry of
+loaded models (shared with the API), the shipped checkpoints and the bundled samples. No
+module-level state."""
 
 from __future__ import annotations
 
 import functools
 import re
-import threading
 import traceback
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import gradio as gr
 
 from minimind.errors import MiniMindError
+from minimind.inference import ModelRegistry
 
 from .jobs import JobManager
 from .uploads import UploadArea
@@ -30,34 +30,11 @@ SAMPLES = {
 DEFAULT_MODEL = "minimind-tang"
 
 
-class ModelCache:
-    """A few loaded (model, tokenizer) pairs, newest kept, shared by chat and the API."""
-
-    def __init__(self, capacity: int = 3):
-        self.capacity = capacity
-        self._items: OrderedDict[str, tuple] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, path: str | Path):
-        from minimind.checkpoint import load_model, load_tokenizer_for
-
-        key = str(path)
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-            pair = (load_model(key, merge=True), load_tokenizer_for(key))  # adapters folded in: fast decode applies
-            self._items[key] = pair
-            while len(self._items) > self.capacity:
-                self._items.popitem(last=False)
-            return pair
-
-
 @dataclass
 class AppContext:
     workspace: Workspace
     jobs: JobManager
-    models: ModelCache = field(default_factory=ModelCache)
+    models: ModelRegistry = field(default_factory=ModelRegistry)  # the one the API serves too
     shipped_dir: Path = SHIPPED_DIR
     uploads: UploadArea = field(default_factory=UploadArea)   # the files requests may hand in
     public_warning: str | None = None                         # shown on top of the page when set

@@ -25,22 +25,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="checkpoints/minimind-tang", help="model folder (or a LoRA adapter folder)")
     p.add_argument("--adapter", default=None, help="LoRA adapter folder to apply on top of --model")
     p.add_argument("--system", default="", help="system message for the conversation")
-    p.add_argument("--temperature", type=float, default=0.7, help="0 = greedy; higher = more varied")
-    p.add_argument("--top-k", type=int, default=0, help="sample among the k most likely tokens (0 = off)")
-    p.add_argument("--top-p", type=float, default=0.9, help="nucleus sampling mass (1 = off)")
-    p.add_argument("--repetition-penalty", type=float, default=1.0, help="> 1 discourages repeats")
-    p.add_argument("--max-new-tokens", type=int, default=256, help="longest answer in tokens")
+    # sampling: unset options take the model's generation_config.json (else the library's defaults)
+    p.add_argument("--temperature", type=float, default=None, help="0 = greedy; higher = more varied")
+    p.add_argument("--top-k", type=int, default=None, help="sample among the k most likely tokens (0 = off)")
+    p.add_argument("--top-p", type=float, default=None, help="nucleus sampling mass (1 = off)")
+    p.add_argument("--repetition-penalty", type=float, default=None, help="> 1 discourages repeats")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="longest answer in tokens")
     p.add_argument("--seed", type=int, default=None, help="fix the random draws")
-    p.add_argument("--weights", choices=["exact", "bf16", "int8"], default="exact",
-                   help="how the decoder stores weight matrices: exact, or smaller and faster but approximate")
 
 
 class ChatSession:
     """The conversation state and the slash commands; the loop only reads lines and prints."""
 
-    def __init__(self, model, tokenizer, params, system: str = "", engine=None):
+    def __init__(self, model, tokenizer, params, system: str = ""):
         self.model, self.tokenizer, self.params = model, tokenizer, params
-        self.engine = engine  # the decoder to use (None: the exact one)
         self.system = system
         self.history: list[dict] = []
 
@@ -79,7 +77,7 @@ class ChatSession:
         """Stream the answer to `out` and keep the exchange in the history."""
         from ..generation import chat
 
-        generation = chat(self.model, self.tokenizer, self.messages(user_text), self.params, engine=self.engine)
+        generation = chat(self.model, self.tokenizer, self.messages(user_text), self.params)
         if generation.dropped_turns:
             self.history = self._drop_turns(generation.dropped_turns)
             out.write(f"({generation.dropped_turns} oldest turn(s) dropped to fit the context)\n")
@@ -111,7 +109,7 @@ def load(model_dir: str, adapter: str | None):
     if not Path(model_dir).exists():
         raise CheckpointError(f"{model_dir}: no such model folder (pass --model DIR with a trained model, "
                               "e.g. runs/<id>/checkpoints/step-N, or train one with `python -m minimind train`)")
-    # merged: a plain model, so the fast decode path applies (also when model_dir is an adapter folder)
+    # merged: a plain model, which the inference engine runs (also when model_dir is an adapter folder)
     return load_model(model_dir, adapter=adapter, merge=True), load_tokenizer_for(model_dir)
 
 
@@ -119,14 +117,12 @@ def run(args, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
     from ..generation import SamplingParams
 
     stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
-    params = SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                            repetition_penalty=args.repetition_penalty, max_new_tokens=args.max_new_tokens,
-                            seed=args.seed)
-    from ..fast_decode import decoder_for
-
+    given = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                 repetition_penalty=args.repetition_penalty, max_new_tokens=args.max_new_tokens, seed=args.seed)
     model, tokenizer = load(args.model, args.adapter)
-    engine = None if args.weights == "exact" else decoder_for(model, args.weights)
-    session = ChatSession(model, tokenizer, params, args.system, engine)
+    params = SamplingParams.from_model(args.adapter or args.model,
+                                       **{k: v for k, v in given.items() if v is not None})
+    session = ChatSession(model, tokenizer, params, args.system)
     stdout.write(f"chatting with {args.model}{' + ' + args.adapter if args.adapter else ''} "
                  f"({COMMANDS}; Ctrl-D quits)\n")
     read = _prompt_reader(stdin, stdout)

@@ -36,8 +36,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None, help="PyTorch threads per matmul (default: PyTorch's)")
     p.add_argument("--max-request-mb", type=float, default=None,
                    help="largest request body in MB (default: MINIMIND_MAX_REQUEST_MB, else 1)")
-    p.add_argument("--weights", choices=["exact", "bf16", "int8"], default="exact",
-                   help="how the decoder stores weight matrices: exact, or smaller and faster but approximate")
 
 
 def parse_adapters(items: list[str]) -> dict[str, str]:
@@ -62,15 +60,14 @@ def run(args) -> int:
                               "e.g. runs/<id>/checkpoints/step-N, or train one with `python -m minimind train`)")
     if args.threads:
         torch.set_num_threads(args.threads)
-    registry = ModelRegistry()
+    registry = ModelRegistry(max_batch=args.max_batch)
     base = registry.add_folder(args.model, name=args.name, lazy=False)
     for name, folder in parse_adapters(args.adapter).items():
         registry.add_folder(args.model, name=name, adapter=folder, lazy=False)
     api_key = os.environ.get("MINIMIND_API_KEY") or None
     limit = max_request_bytes(args.max_request_mb if args.max_request_mb is not None
                               else os.environ.get("MINIMIND_MAX_REQUEST_MB"))
-    app = create_app(registry, api_key=api_key, max_queue=args.max_queue, max_batch=args.max_batch,
-                     weights=None if args.weights == "exact" else args.weights, max_request_bytes=limit)
+    app = create_app(registry, api_key=api_key, max_queue=args.max_queue, max_request_bytes=limit)
     auth = "API key required" if api_key else "no API key (set MINIMIND_API_KEY to require one)"
     print(f"serving {', '.join(registry.names())} at http://{args.host}:{args.port}/v1 ({auth}); "
           f"base model: {base}", flush=True)

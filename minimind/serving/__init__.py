@@ -1,11 +1,11 @@
-"""OpenAI-compatible serving: `create_app(registry)` and the `ModelRegistry` it serves.
+"""OpenAI-compatible serving: `create_app(registry)` over the process's one `ModelRegistry`.
 
 The library never imports the web app; the web app mounts this app (see create_app).
 """
 
+from ..inference import LoadedModel, ModelRegistry
 from .app import create_app
 from .pool import GenerationPool, QueueFull
 from .protocol import ApiError
-from .registry import ModelRegistry, ServedModel
 
-__all__ = ["create_app", "ModelRegistry", "ServedModel", "GenerationPool", "QueueFull", "ApiError"]
+__all__ = ["create_app", "ModelRegistry", "LoadedModel", "GenerationPool", "QueueFull", "ApiError"]

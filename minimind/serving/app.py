@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import threading
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI, Request
@@ -25,49 +24,21 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
 from ..errors import MiniMindError, SamplingError
-from ..fast_decode import decoder_for
-from ..generation import Generation, chat, check_length, complete, context_size, encode_chat, longest_token
-from .batcher import DecodeBatcher
+from ..generation import (Generation, SamplingParams, chat, check_length, complete, context_size, encode_chat,
+                          longest_token)
+from ..inference import LoadedModel, ModelRegistry
 from .guards import DEFAULT_MAX_REQUEST_BYTES, BodyLimit, bearer_token, parse_json, same_secret
 from .pool import GenerationPool, QueueFull
 from .protocol import (ApiError, GenerationRequest, bad_request, chat_chunk, chat_response, completion_chunk,
                        completion_response, from_sampling_error, new_id, parse_chat, parse_completion,
                        usage_chunk)
-from .registry import ModelRegistry, ServedModel
 
 log = logging.getLogger(__name__)
 HTTP_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
 
-class Batchers:
-    """One DecodeBatcher per served model, made on first use and remade if the model's
-    weights changed (its decoder was rebuilt)."""
-
-    def __init__(self, max_batch: int, weights: str | None = None):
-        self.max_batch = max_batch
-        self.weights = weights
-        self._by_model: dict[int, DecodeBatcher] = {}
-        self._lock = threading.Lock()
-
-    def get(self, served: ServedModel) -> DecodeBatcher:
-        decoder = decoder_for(served.model, self.weights)
-        with self._lock:
-            batcher = self._by_model.get(id(served.model))
-            if batcher is None or batcher.decoder is not decoder:
-                if batcher is not None:
-                    batcher.close()
-                batcher = self._by_model[id(served.model)] = DecodeBatcher(decoder, self.max_batch)
-            return batcher
-
-    def close(self) -> None:
-        with self._lock:
-            for batcher in self._by_model.values():
-                batcher.close()
-            self._by_model.clear()
-
-
-def create_app(registry: ModelRegistry, api_key: str | None = None, max_queue: int = 32, max_batch: int = 16,
-               weights: str | None = None, prefix: str = "/v1", title: str = "MiniMind API",
+def create_app(registry: ModelRegistry, api_key: str | None = None, max_queue: int = 32,
+               prefix: str = "/v1", title: str = "MiniMind API",
                max_request_bytes: int | None = DEFAULT_MAX_REQUEST_BYTES) -> FastAPI:
     """An app serving `registry`'s models at `{prefix}/models`, `{prefix}/chat/completions` and
     `{prefix}/completions`.
@@ -75,26 +46,23 @@ def create_app(registry: ModelRegistry, api_key: str | None = None, max_queue: i
     api_key:   when set, every request needs `Authorization: Bearer <api_key>` (the `serve`
                command reads MINIMIND_API_KEY); otherwise the API is open.
     max_queue: requests running or waiting at once; one more is answered 429 at once.
-    max_batch: sequences one model decodes together per step (continuous batching, see
-               batcher.py); 1 serves requests one at a time, in arrival order.
-    weights:   None (exact), "bf16" or "int8" (faster, approximate): see FastDecoder.
+    Each model decodes its requests together (continuous batching, minimind.inference); how
+    many at once is the registry's `max_batch`. Sampling settings a request leaves out come
+    from the model's generation_config.json.
     max_request_bytes: bodies over this (default 1 MB) are answered 413 before they are read;
                None when the host app guards sizes itself (the web app does, for all its routes).
     To mount it in another app: `host.mount("/v1", create_app(registry, prefix=""))`.
     """
     pool = GenerationPool(max_queue=max_queue)
-    batchers = Batchers(max_batch, weights)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         yield
         pool.shutdown()
-        batchers.close()
 
     app = FastAPI(title=title, docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.registry = registry
     app.state.pool = pool
-    app.state.batchers = batchers
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, err: ApiError):
@@ -164,22 +132,22 @@ def create_app(registry: ModelRegistry, api_key: str | None = None, max_queue: i
 
     async def _generate(request: Request, parse, is_chat: bool):
         req = parse(parse_json(await request.body()))
-        served = await _served(registry, req.model)
+        loaded = await _loaded(registry, req.model)
         try:
             ticket = pool.admit()
         except QueueFull as err:
             raise ApiError(429, str(err), type="rate_limit_error", code="queue_full") from err
-        try:  # off the event loop: the first request of a model builds its decoder
-            generation = await asyncio.to_thread(lambda: _start(served, req, is_chat, batchers.get(served)))
+        try:  # off the event loop: tokenizing a long prompt takes a while
+            generation = await asyncio.to_thread(_start, loaded, req, is_chat)
         except BaseException:
             ticket.release()
             raise
         rid = new_id("chatcmpl" if is_chat else "cmpl")
         events = pool.stream(ticket, lambda: generation)
         if req.stream:
-            return StreamingResponse(_sse(events, rid, served.name, req, is_chat), media_type="text/event-stream",
+            return StreamingResponse(_sse(events, rid, req.model, req, is_chat), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        return await _whole(events, rid, served.name, req, is_chat)
+        return await _whole(events, rid, req.model, req, is_chat)
 
     return app
 
@@ -195,7 +163,7 @@ def _unknown_model(name: str, registry: ModelRegistry) -> ApiError:
                     code="model_not_found")
 
 
-async def _served(registry: ModelRegistry, name: str) -> ServedModel:
+async def _loaded(registry: ModelRegistry, name: str) -> LoadedModel:
     if name not in registry:
         raise _unknown_model(name, registry)
     try:
@@ -208,11 +176,11 @@ async def _served(registry: ModelRegistry, name: str) -> ServedModel:
                        type="server_error", code="model_load_failed") from err
 
 
-def _start(served: ServedModel, req: GenerationRequest, is_chat: bool, engine: DecodeBatcher) -> Generation:
+def _start(loaded: LoadedModel, req: GenerationRequest, is_chat: bool) -> Generation:
     """Check the request against the model (context) and create its Generation (no decoding yet)."""
-    model, tokenizer = served.model, served.tokenizer
-    params = req.params
+    model, tokenizer, engine = loaded.model, loaded.tokenizer, loaded.engine
     try:
+        params = SamplingParams.from_model(loaded.folder, **req.sampling)
         if not req.max_tokens_given:  # a default answer length: whatever room the context leaves, capped
             # (this tokenizes the prompt before chat/complete check it: bound it by its length first)
             check_length(req.messages if is_chat else [{"content": req.prompt}], context_size(model),

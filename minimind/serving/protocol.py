@@ -45,7 +45,7 @@ class GenerationRequest:
     """What a chat or completion request asks for, checked."""
 
     model: str                       # registry name
-    params: SamplingParams           # sampling (max_new_tokens may be refined once the prompt is known)
+    sampling: dict                   # the SamplingParams fields the client set (the model's defaults fill the rest)
     max_tokens_given: bool           # False: max_new_tokens is a default to fit to the context
     stream: bool                     # answer as server-sent events
     include_usage: bool              # stream_options.include_usage: a last chunk with token counts
@@ -77,7 +77,8 @@ def _require_one(body: Mapping, name: str) -> None:
         raise bad_request(f"{name} must be 1 (one answer per request)", name, "unsupported_value")
 
 
-def _sampling(body: Mapping, default_max_tokens: int) -> tuple[SamplingParams, bool]:
+def _sampling(body: Mapping, default_max_tokens: int) -> tuple[dict, bool]:
+    """(the sampling fields the request sets, whether it set max_tokens); checked here."""
     max_tokens = _get(body, "max_completion_tokens", (int,))
     max_tokens = _get(body, "max_tokens", (int,)) if max_tokens is None else max_tokens
     stop = _get(body, "stop", (str, list), ())
@@ -90,19 +91,19 @@ def _sampling(body: Mapping, default_max_tokens: int) -> tuple[SamplingParams, b
         if _get(body, penalty, (int, float), 0) != 0:
             raise bad_request(f"{penalty} is not supported; use repetition_penalty (> 1 discourages "
                               "repeats)", penalty, "unsupported_parameter")
-    values = dict(
-        temperature=float(_get(body, "temperature", (int, float), 1.0)),
-        top_p=float(_get(body, "top_p", (int, float), 1.0)),
-        top_k=_get(body, "top_k", (int,), 0),
-        repetition_penalty=float(_get(body, "repetition_penalty", (int, float), 1.0)),
-        max_new_tokens=max_tokens if max_tokens is not None else default_max_tokens,
-        seed=_get(body, "seed", (int,)),
-        stop=tuple([stop] if isinstance(stop, str) else stop),
-    )
+    given = {name: value for name, value in (
+        ("temperature", _get(body, "temperature", (int, float))),
+        ("top_p", _get(body, "top_p", (int, float))),
+        ("top_k", _get(body, "top_k", (int,))),
+        ("repetition_penalty", _get(body, "repetition_penalty", (int, float)))) if value is not None}
+    given = {k: (float(v) if k != "top_k" else v) for k, v in given.items()}
+    given.update(max_new_tokens=max_tokens if max_tokens is not None else default_max_tokens,
+                 seed=_get(body, "seed", (int,)), stop=tuple([stop] if isinstance(stop, str) else stop))
     try:
-        return SamplingParams(**values), max_tokens is not None
+        SamplingParams(**given)  # checked now; the model's own defaults fill the rest (see `sampling`)
     except SamplingError as err:
         raise from_sampling_error(err) from err
+    return given, max_tokens is not None
 
 
 def from_sampling_error(err: SamplingError) -> ApiError:
@@ -134,8 +135,8 @@ def parse_chat(body) -> GenerationRequest:
         raise bad_request("messages must be a non-empty list of {role, content}", "messages",
                           "missing_required_parameter" if raw is None else "invalid_type")
     messages = [_message(m, i) for i, m in enumerate(raw)]
-    params, given = _sampling(body, DEFAULT_CHAT_MAX_TOKENS)
-    return GenerationRequest(params=params, max_tokens_given=given, messages=messages, **common)
+    sampling, given = _sampling(body, DEFAULT_CHAT_MAX_TOKENS)
+    return GenerationRequest(sampling=sampling, max_tokens_given=given, messages=messages, **common)
 
 
 def _message(m, i: int) -> dict:
@@ -175,8 +176,8 @@ def parse_completion(body) -> GenerationRequest:
         raise bad_request("best_of must be 1", "best_of", "unsupported_value")
     if body.get("suffix"):
         raise bad_request("suffix is not supported", "suffix", "unsupported_parameter")
-    params, given = _sampling(body, DEFAULT_COMPLETION_MAX_TOKENS)
-    return GenerationRequest(params=params, max_tokens_given=given, prompt=prompt,
+    sampling, given = _sampling(body, DEFAULT_COMPLETION_MAX_TOKENS)
+    return GenerationRequest(sampling=sampling, max_tokens_given=given, prompt=prompt,
                              echo=_get(body, "echo", (bool,), False), **common)
 
 

@@ -48,8 +48,8 @@ def _params(temperature, top_p, top_k, max_new, repetition) -> SamplingParams:
 
 def _answer(ctx: AppContext, model_id: str, history: list[dict], system: str, params: SamplingParams):
     """Yields the growing history with the assistant's answer streaming in."""
-    model, tokenizer = ctx.models.get(ctx.model_folder(model_id))
-    generation = chat(model, tokenizer, _messages(history, system), params)
+    loaded = ctx.models.load(ctx.model_folder(model_id))
+    generation = chat(loaded.model, loaded.tokenizer, _messages(history, system), params, engine=loaded.engine)
     note = (f"\n\n_(the {generation.dropped_turns} oldest turns were left out to fit the context)_"
             if generation.dropped_turns else "")
     history = history + [{"role": "assistant", "content": ""}]
@@ -107,9 +107,18 @@ def regenerate(ctx: AppContext, history, history_b, model, model_b, side_by_side
                             model_b if side_by_side else None, system, params)
 
 
+def model_defaults(ctx: AppContext, model_id: str | None) -> SamplingParams:
+    """The sampling defaults the model was saved with (its generation_config.json)."""
+    try:
+        return SamplingParams.from_model(ctx.model_folder(model_id))
+    except Exception:  # an unknown or vanished model: the library's defaults; chat will say what is wrong
+        return SamplingParams()
+
+
 def build(ctx: AppContext) -> None:
     choices = ctx.model_choices()
     default = choices[0][1] if choices else None
+    start = model_defaults(ctx, default)
     with gr.Row():
         model = gr.Dropdown(choices, value=default, label=t("model"), elem_id="chat-model", scale=3,
                             allow_custom_value=True)
@@ -118,11 +127,12 @@ def build(ctx: AppContext) -> None:
                               allow_custom_value=True)
     system = gr.Textbox(label=t("system"), placeholder="你是一位唐代诗人。", lines=1)
     with gr.Row():
-        temperature = gr.Slider(0.0, 2.0, value=0.8, step=0.05, label=t("temperature"))
-        top_p = gr.Slider(0.05, 1.0, value=0.9, step=0.05, label=t("top_p"))
-        top_k = gr.Slider(0, 200, value=40, step=1, label=t("top_k"))
-        max_new = gr.Slider(8, 1024, value=128, step=8, label=t("max_new_tokens"))
-        repetition = gr.Slider(1.0, 2.0, value=1.1, step=0.05, label=t("repetition_penalty"))
+        temperature = gr.Slider(0.0, 2.0, value=start.temperature, step=0.05, label=t("temperature"))
+        top_p = gr.Slider(0.05, 1.0, value=start.top_p, step=0.05, label=t("top_p"))
+        top_k = gr.Slider(0, 200, value=start.top_k, step=1, label=t("top_k"))
+        max_new = gr.Slider(8, 1024, value=min(max(start.max_new_tokens, 8), 1024), step=8,
+                            label=t("max_new_tokens"))
+        repetition = gr.Slider(1.0, 2.0, value=start.repetition_penalty, step=0.05, label=t("repetition_penalty"))
     with gr.Row():
         chatbot = gr.Chatbot(label="A", height=420, elem_id="chatbot")
         chatbot_b = gr.Chatbot(label="B", height=420, visible=False, elem_id="chatbot-b")
@@ -147,5 +157,10 @@ def build(ctx: AppContext) -> None:
         fresh = ctx.model_choices()
         return gr.update(choices=fresh), gr.update(choices=fresh)
 
+    def defaults(model_id):
+        p = model_defaults(ctx, model_id)
+        return p.temperature, p.top_p, p.top_k, min(max(p.max_new_tokens, 8), 1024), p.repetition_penalty
+
+    model.input(defaults, [model], [temperature, top_p, top_k, max_new, repetition], api_name=False)
     model.focus(refresh, None, [model, model_b], api_name=False)
     model_b.focus(refresh, None, [model, model_b], api_name=False)

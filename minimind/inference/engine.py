@@ -1,0 +1,267 @@
+"""The scheduler: one decode thread per model advances every active request together.
+
+Every face (generation.chat / complete, so the terminal chat, the page's chat and the
+API) submits requests here. Between steps the thread prefills newcomers (B = 1, T =
+prompt), then runs one pass over every active request (B = active, T = 1): continuous
+batching, where a lone request is simply a batch of one. Each request has its own KV
+cache, its own seeded sampler and its own token queue, so streams cannot mix; one
+request's failure ends that request only. Requests beyond `max_batch` wait for a row.
+
+The thread starts with the first request and ends after `IDLE_S` without work, so an
+engine holds no thread (and keeps no model alive) while nobody uses it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import queue
+import threading
+import weakref
+from collections.abc import Iterator, Sequence
+
+import torch
+
+from .forward import KVCache, forward
+from .sampler import Sampler
+from .weights import Weights
+
+IDLE_S = 2.0
+LOOKAHEAD = 8                      # tokens the draft guesses per exact pass (speculative greedy decoding)
+SPECULATE_FROM_MB = 32             # fp32 matrices at least this big: decode is bound by reading them
+_END = object()
+_RUNNING: "weakref.WeakSet[Engine]" = weakref.WeakSet()  # engines with a decode thread, stopped at exit
+
+
+class TokenStream(Iterator[int]):
+    """The tokens of one request, as the decode thread produces them."""
+
+    def __init__(self):
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.cancelled = threading.Event()
+
+    def __next__(self) -> int:
+        item = self._queue.get()
+        if item is _END:
+            self._queue.put(_END)  # stay exhausted
+            raise StopIteration
+        if isinstance(item, BaseException):
+            self._queue.put(_END)
+            raise item
+        return item
+
+    def close(self) -> None:
+        """The consumer is done (stop string, client gone): the decode thread drops this request."""
+        self.cancelled.set()
+
+
+class _Request:
+    def __init__(self, prompt: list[int], sampler: Sampler, max_new_tokens: int, stop_ids: Sequence[int]):
+        self.prompt, self.sampler, self.max_new_tokens = prompt, sampler, max_new_tokens
+        self.stop = set(stop_ids)
+        self.stream = TokenStream()
+        self.cache: KVCache | None = None
+        self.draft_cache: KVCache | None = None   # speculative decoding: the draft's own cache
+        self.tokens = list(prompt)                 # prompt + every token emitted (the last one not yet run)
+        self.count = 0
+        self.done = False
+
+    @property
+    def last(self) -> int:
+        return self.tokens[-1]
+
+    def emit(self, logits: torch.Tensor) -> int:
+        token = self.sampler.choose(logits, self.max_new_tokens - self.count)
+        self.tokens.append(token)
+        self.count += 1
+        self.stream._queue.put(token)
+        if token in self.stop or self.count >= self.max_new_tokens:
+            self.finish()
+        return token
+
+    def finish(self, error: BaseException | None = None) -> None:
+        if not self.done:
+            self.done = True
+            self.cache = self.draft_cache = None  # free the KV memory now
+            self.stream._queue.put(error if error is not None else _END)
+
+    @property
+    def live(self) -> bool:
+        return not self.done and not self.stream.cancelled.is_set()
+
+
+class Engine:
+    """Decodes one model's requests (see the module docstring). Thread-safe."""
+
+    def __init__(self, model, max_batch: int = 16, speculate: bool | None = None):
+        self.model = model
+        self.max_batch = max(1, max_batch)
+        self.weights = Weights.of(model)       # fails now, with the reason, for a model it cannot run
+        self.speculate = speculative_pays(self.weights) if speculate is None else speculate
+        self.lookahead = LOOKAHEAD if self.speculate else 0
+        self.vocab_size = self.weights.vocab_size
+        self.max_positions = self.weights.max_positions
+        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, prompt_ids: Sequence[int], sampler: Sampler, max_new_tokens: int,
+               stop_ids: Sequence[int] = ()) -> TokenStream:
+        """Queue a request; its tokens arrive on the returned stream (a stop id is yielded, then it ends)."""
+        request = _Request(list(prompt_ids), sampler, max_new_tokens, stop_ids)
+        if not request.prompt:
+            raise ValueError("the prompt is empty")
+        if max_new_tokens <= 0:
+            request.finish()
+            return request.stream
+        with self._lock:
+            self._inbox.put(request)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="minimind-engine", daemon=True)
+                self._thread.start()
+                _RUNNING.add(self)
+        return request.stream
+
+    def _stop(self) -> None:
+        """End the decode thread now (the interpreter is exiting)."""
+        with self._lock:
+            thread = self._thread
+            if thread is not None:
+                self._inbox.put(None)
+        if thread is not None:
+            thread.join(timeout=5)
+
+    def _next_batch(self, waiting: list[_Request], idle: bool) -> bool:
+        """Move new requests to `waiting`; when idle, wait for one. False: nothing came, the thread ends."""
+        try:
+            item = self._inbox.get(timeout=IDLE_S) if idle else self._inbox.get_nowait()
+        except queue.Empty:
+            if not idle:
+                return True
+            with self._lock:  # no request can slip in between this check and the thread's end
+                if self._inbox.empty():
+                    self._thread = None
+                    return False
+            return True
+        while True:
+            if item is None:  # stop (see _stop)
+                with self._lock:
+                    self._thread = None
+                return False
+            waiting.append(item)
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                return True
+
+    def _loop(self) -> None:
+        active: list[_Request] = []
+        waiting: list[_Request] = []
+        while self._next_batch(waiting, idle=not active and not waiting):
+            while waiting and len(active) < self.max_batch:
+                request = waiting.pop(0)
+                if request.live and self._prefill(request):
+                    active.append(request)
+            active = [r for r in active if r.live]
+            if len(active) == 1 and self.speculate and active[0].sampler.greedy:
+                self._speculate(active[0])
+            elif active:
+                self._step(active)
+            active = [r for r in active if r.live]
+
+    def _weights(self) -> Weights:
+        self.weights = Weights.of(self.model)  # the same object unless the weights changed in place
+        return self.weights
+
+    def _prefill(self, request: _Request) -> bool:
+        try:
+            w = self._weights()
+            request.cache = KVCache(w, len(request.prompt) + request.max_new_tokens + self.lookahead + 1)
+            request.sampler.observe(request.prompt)
+            ids = torch.tensor([request.prompt], dtype=torch.long, device=w.device)
+            request.emit(forward(w, ids, [request.cache])[0])
+        except Exception as err:  # handed to the request's consumer
+            request.finish(err)
+        return request.live
+
+    def _step(self, active: list[_Request]) -> None:
+        try:
+            w = self.weights
+            ids = torch.tensor([[r.last] for r in active], dtype=torch.long, device=w.device)
+            logits = forward(w, ids, [r.cache for r in active])
+        except Exception as err:
+            for request in active:
+                request.finish(err)
+            return
+        for request, row in zip(active, logits):
+            try:
+                request.emit(row)
+            except Exception as err:  # one request's failure ends that request, never the loop
+                request.finish(err)
+
+
+    def _speculate(self, request: _Request) -> None:
+        """Greedy decoding that reads the exact weights once per several tokens: the int8 draft
+        guesses up to `lookahead` tokens one by one, the exact weights run the last token and all
+        guesses in one pass, and the sampler picks each position's token from the exact logits in
+        order, as plain decoding would. Guesses are kept while they equal the pick; the first
+        mismatch is replaced by the pick. So the tokens are the exact greedy ones (penalty and
+        UTF-8 guard included); the draft only decides how many come per pass."""
+        try:
+            w = self.weights
+            draft = w.draft()
+            if request.draft_cache is None:
+                request.draft_cache = KVCache(draft, request.cache.capacity)
+            exact, guessing = request.cache, request.draft_cache
+            k = min(self.lookahead, request.max_new_tokens - request.count - 1, exact.capacity - exact.length - 1)
+            guesses: list[int] = []
+            if k > 0:  # the draft catches up on what it has not seen, then guesses
+                unseen = request.tokens[guessing.length:]
+                logits = forward(draft, torch.tensor([unseen], device=w.device), [guessing])[0]
+                for i in range(k):
+                    guesses.append(int(logits.argmax()))
+                    if i < k - 1:
+                        logits = forward(draft, torch.tensor([[guesses[-1]]], device=w.device), [guessing])[0]
+            start = exact.length
+            rows = forward(w, torch.tensor([[request.last] + guesses], device=w.device), [exact], all_logits=True)[0]
+        except Exception as err:
+            request.finish(err)
+            return
+        try:
+            for i, row in enumerate(rows):
+                token = request.emit(row)
+                if request.done or i == len(guesses) or token != guesses[i]:
+                    break
+        except Exception as err:
+            request.finish(err)
+            return
+        if not request.done:
+            exact.length = start + i + 1              # the last token, then the guesses that were kept
+            guessing.length = min(guessing.length, exact.length)
+
+
+@atexit.register
+def _stop_all() -> None:
+    for engine in list(_RUNNING):
+        engine._stop()
+
+
+def speculative_pays(weights: Weights) -> bool:
+    """Whether greedy requests decode speculatively: where a step is bound by reading the
+    weights (big matrices on a CPU), an int8 draft reads a quarter of the bytes per guess and
+    the exact pass checks up to 8 guesses for about the price of one token; where a step is
+    bound by per-op overhead (small models), the draft costs as much as the exact model and
+    speculation loses. benchmarks/decode_throughput.py measures both on the shipped models."""
+    if weights.device.type != "cpu" or weights.embed.dtype != torch.float32:
+        return False
+    size = sum(m.weight.numel() * 4 for m in weights.matrices())
+    return size >= SPECULATE_FROM_MB * 2**20
+
+
+def engine_for(model, max_batch: int = 16) -> Engine:
+    """The model's engine, made once and kept on the model object: every caller of one model
+    shares its decode thread and its prepared weights."""
+    engine = model.__dict__.get("_minimind_engine")
+    if engine is None:
+        engine = Engine(model, max_batch)
+        model.__dict__["_minimind_engine"] = engine
+    return engine

@@ -1,0 +1,102 @@
+"""The engine's one layer loop: B sequences x T new tokens each, after what their caches hold.
+
+Prefill is B = 1 with the prompt's T tokens, decoding is B active sequences with one
+token each (a lone request is B = 1, T = 1), and checking several tokens at once is
+B = 1 with T of them. The weight products run once for all B x T rows (a decode step
+reads each matrix once for the whole batch, which is what a bandwidth-bound CPU pays
+for); attention runs per sequence over its own cache, since lengths differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+
+from .weights import Weights
+
+
+class KVCache:
+    """Keys and values of one sequence, preallocated: (layers, 2, Hkv, capacity, D).
+
+    `length` counts the positions written; a pass writes at [length, length + T)."""
+
+    def __init__(self, weights: Weights, capacity: int):
+        capacity = min(capacity, weights.max_positions)
+        self.buffer = torch.empty(len(weights.layers), 2, weights.n_kv, capacity, weights.head_dim,
+                                  dtype=torch.float32, device=weights.device)
+        self.keys = list(self.buffer[:, 0])      # per-layer (Hkv, capacity, D) views, made once
+        self.values = list(self.buffer[:, 1])
+        self.capacity = capacity
+        self.length = 0
+
+
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """The model's RMSNorm in float32 as PyTorch's fused op (bit-identical on float32 input)."""
+    return F.rms_norm(x, weight.shape, weight, eps)
+
+
+@torch.inference_mode()
+def forward(w: Weights, ids: torch.Tensor, caches: Sequence[KVCache], all_logits: bool = False) -> torch.Tensor:
+    """Run `ids` (B, T) after each cache's contents and advance the caches. Returns float32 logits
+    (B, V) of each sequence's last position, or (B, T, V) with `all_logits`.
+
+    Everything per token is done once for all B x T rows; only attention, which reads each
+    sequence's own cache, loops over the B sequences (once, with no mask, for B = 1)."""
+    b, t = ids.shape
+    starts = [c.length for c in caches]
+    for s, c in zip(starts, caches):
+        if s + t > c.capacity:
+            raise ValueError(f"KV cache full: {s + t} positions > capacity {c.capacity}")
+    hq, hkv, hd, eps = w.n_heads, w.n_kv, w.head_dim, w.eps
+    nq, nqk, inter, gqa = hq * hd, (hq + hkv) * hd, w.intermediate, hq != hkv
+    rows = b * t
+    x = w.embed[ids.view(-1)].float()                                       # (BT, d)
+    if b == 1:
+        s0 = starts[0]
+        cos, sin = w.cos[s0:s0 + t, None], w.sin_signed[s0:s0 + t, None]    # (T, 1, D)
+    else:
+        positions = (torch.tensor(starts, device=w.device)[:, None] + torch.arange(t, device=w.device)).view(-1)
+        cos, sin = w.cos[positions, None], w.sin_signed[positions, None]     # (BT, 1, D)
+    # a chunk after cached tokens attends causally within itself and to all of its past
+    masks = [torch.ones(t, s + t, dtype=torch.bool, device=w.device).tril(s) if t > 1 and s > 0 else None
+             for s in starts]
+    mm = w.mm
+    for i, layer in enumerate(w.layers):
+        qkv = mm(_rms_norm(x, layer.ln1, eps), layer.qkv)                   # (BT, (Hq + 2Hkv) D)
+        qk = qkv[:, :nqk].view(rows, hq + hkv, hd)
+        qk = qk * cos + qk.roll(hd // 2, -1) * sin                          # rotary on q and k at once
+        v = qkv[:, nqk:].view(rows, hkv, hd)
+        if b == 1:
+            a = _attend(qk, v, caches[0], i, s0, t, masks[0], hq, gqa)
+        else:
+            a = torch.cat([_attend(qk[r * t:(r + 1) * t], v[r * t:(r + 1) * t], c, i, s, t, masks[r], hq, gqa)
+                           for r, (s, c) in enumerate(zip(starts, caches))])
+        x = mm(a.reshape(rows, nq), layer.o, residual=x)
+        h = _rms_norm(x, layer.ln2, eps)
+        if layer.moe is None:
+            gu = mm(h, layer.gate_up)                                        # (BT, 2I)
+            x = mm(w.act(gu[:, :inter]) * gu[:, inter:], layer.down, residual=x)
+        else:
+            x = x + layer.moe(h)[0]
+    for c in caches:
+        c.length += t
+    if all_logits:
+        return mm(_rms_norm(x, w.final_norm, eps), w.lm_head).view(b, t, -1)
+    last = x if t == 1 else x.view(b, t, -1)[:, -1]
+    return mm(_rms_norm(last, w.final_norm, eps), w.lm_head)
+
+
+def _attend(qk: torch.Tensor, v: torch.Tensor, cache: KVCache, layer: int, start: int, t: int, mask, hq: int,
+            gqa: bool) -> torch.Tensor:
+    """One sequence's T rows: write their keys and values at [start, start + T) and attend over
+    [0, start + T). qk (T, Hq + Hkv, D) rotated, v (T, Hkv, D) -> (T, Hq, D)."""
+    keys, values = cache.keys[layer], cache.values[layer]
+    end = start + t
+    keys[:, start:end] = qk[:, hq:].transpose(0, 1)
+    values[:, start:end] = v.transpose(0, 1)
+    q = qk[:, :hq].transpose(0, 1)[None]                                    # (1, Hq, T, D)
+    out = F.scaled_dot_product_attention(q, keys[None, :, :end], values[None, :, :end], attn_mask=mask,
+                                         is_causal=t > 1 and mask is None, enable_gqa=gqa)
+    return out[0].transpose(0, 1)

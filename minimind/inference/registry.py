@@ -1,0 +1,195 @@
+"""One registry of loaded models per process: the page's chat, its side-by-side view and
+the API all ask it, so each model is in memory once, with one engine.
+
+Names (what /v1/models lists) point at sources: a model folder, optionally a LoRA adapter
+(merged into its own copy of the base, so the engine runs it), or a model handed in
+already loaded. Loading happens on first use; the page asks by folder (`load`), the API
+by name (`get`), and both land on the same loaded copy. When the loaded models' weights
+exceed the memory budget the least recently used ones are let go (a request still using
+one keeps it until it finishes; an idle engine holds no thread).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import CheckpointError
+from .engine import Engine, engine_for
+
+DEFAULT_BUDGET_MB = 2048
+
+
+@dataclass
+class LoadedModel:
+    """One model in memory and what answers for it."""
+
+    model: object                              # a causal LM in eval mode
+    tokenizer: object                          # its tokenizer (chat template inside)
+    engine: Engine                             # its decode thread and prepared weights
+    source: str = ""                           # folder it came from ("" when handed in loaded)
+    folder: Path | None = None                 # where its generation_config.json may be
+
+    def memory_bytes(self) -> int:
+        return self.engine.weights.memory_bytes()
+
+
+@dataclass
+class _Name:
+    """A name in /v1/models and where its model comes from."""
+
+    name: str
+    key: tuple                                 # the loaded copy it shares with every other asker
+    load: object                               # () -> LoadedModel
+    owned_by: str = "minimind"
+    created: int = field(default_factory=lambda: int(time.time()))
+
+
+def budget_from_env() -> int:
+    """MINIMIND_MODEL_MEMORY_MB (default 2048): how much loaded weights may take before old models go."""
+    raw = os.environ.get("MINIMIND_MODEL_MEMORY_MB", "")
+    try:
+        mb = float(raw) if raw.strip() else DEFAULT_BUDGET_MB
+    except ValueError:
+        mb = DEFAULT_BUDGET_MB
+    return int(max(mb, 1) * 2**20)
+
+
+def _key(path: str | Path, adapter: str | Path | None) -> tuple:
+    return (str(Path(path).resolve()), str(Path(adapter).resolve()) if adapter else None)
+
+
+def _load_folder(path: str | Path, adapter: str | Path | None, max_batch: int) -> LoadedModel:
+    from ..checkpoint import load_model, load_tokenizer_for
+
+    model = load_model(path, adapter=adapter, merge=True)  # adapters folded in: the engine runs a plain model
+    return LoadedModel(model, load_tokenizer_for(path), engine_for(model, max_batch), str(adapter or path),
+                       Path(adapter or path))
+
+
+class ModelRegistry:
+    """Name -> model, and folder -> model, over one least-recently-used set of loaded copies."""
+
+    def __init__(self, memory_budget: int | None = None, max_batch: int = 16):
+        self.memory_budget = memory_budget if memory_budget is not None else budget_from_env()
+        self.max_batch = max_batch
+        self._names: dict[str, _Name] = {}
+        self._loaded: OrderedDict[tuple, LoadedModel] = OrderedDict()
+        self._loading: dict[tuple, threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    # -- names
+
+    def add(self, name: str, model, tokenizer, owned_by: str = "minimind") -> LoadedModel:
+        """Serve a model that is already loaded."""
+        loaded = LoadedModel(model.eval(), tokenizer, engine_for(model, self.max_batch))
+        key = ("loaded", id(model))
+        with self._lock:
+            self._loaded[key] = loaded
+        self._put(_Name(_check_name(name), key, lambda: loaded, owned_by))
+        return loaded
+
+    def add_folder(self, path: str | Path, name: str | None = None, adapter: str | Path | None = None,
+                   lazy: bool = True, owned_by: str = "minimind") -> str:
+        """Serve a model folder (optionally with a LoRA adapter merged in) as `name` (default: the
+        adapter's or the model's folder name). Checks the folder now; loads on first use unless
+        `lazy=False`. Returns the name."""
+        from ..checkpoint import adapter_base, check_model_folder, is_adapter
+
+        path = Path(path)
+        base = Path(adapter_base(path)) if adapter is None and is_adapter(path) else path
+        check_model_folder(base)  # fail now, not at the first request
+        if adapter is not None and not is_adapter(adapter):
+            raise CheckpointError(f"{adapter}: not a LoRA adapter folder (no adapter_config.json)")
+        name = _check_name(name or Path(adapter or path).resolve().name)
+        max_batch = self.max_batch
+        self._put(_Name(name, _key(path, adapter), lambda: _load_folder(path, adapter, max_batch), owned_by))
+        if not lazy:
+            self.get(name)
+        return name
+
+    def _put(self, entry: _Name) -> None:
+        with self._lock:
+            self._names[entry.name] = entry
+
+    def remove(self, name: str) -> None:
+        with self._lock:
+            self._names.pop(name, None)
+
+    def get(self, name: str) -> LoadedModel:
+        """The model served as `name`, loaded on first use; KeyError when the name is unknown."""
+        with self._lock:
+            entry = self._names.get(name)
+        if entry is None:
+            raise KeyError(name)
+        return self._obtain(entry.key, entry.load)
+
+    def load(self, path: str | Path) -> LoadedModel:
+        """The model in folder `path` (an adapter folder brings its base), loaded on first use: the
+        same copy a name for that folder serves."""
+        max_batch = self.max_batch
+        return self._obtain(_key(path, None), lambda: _load_folder(path, None, max_batch))
+
+    # -- loaded copies
+
+    def _obtain(self, key: tuple, load) -> LoadedModel:
+        with self._lock:
+            loaded = self._loaded.get(key)
+            if loaded is not None:
+                self._loaded.move_to_end(key)
+                return loaded
+            gate = self._loading.setdefault(key, threading.Lock())
+        with gate:  # one load per key, however many ask at once
+            with self._lock:
+                loaded = self._loaded.get(key)
+            if loaded is None:
+                loaded = load()
+                with self._lock:
+                    self._loaded[key] = loaded
+                    self._evict(keep=key)
+            with self._lock:
+                self._loading.pop(key, None)
+                if key in self._loaded:
+                    self._loaded.move_to_end(key)
+            return loaded
+
+    def _evict(self, keep: tuple) -> None:
+        """Let the least recently used copies go while over budget (never `keep` or models handed in)."""
+        def total() -> int:
+            return sum(m.memory_bytes() for m in self._loaded.values())
+
+        for key in list(self._loaded):
+            if total() <= self.memory_budget:
+                return
+            if key == keep or key[0] == "loaded":
+                continue
+            del self._loaded[key]  # requests in flight keep their copy until they finish
+
+    def loaded(self) -> list[str]:
+        """Sources of the models in memory, least recently used first."""
+        with self._lock:
+            return [m.source or key[0] for key, m in self._loaded.items()]
+
+    def describe(self) -> list[dict]:
+        """What /v1/models lists, without loading anything."""
+        with self._lock:
+            entries = list(self._names.values())
+        return [{"id": e.name, "object": "model", "created": e.created, "owned_by": e.owned_by} for e in entries]
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return list(self._names)
+
+    def __contains__(self, name: str) -> bool:
+        with self._lock:
+            return name in self._names
+
+
+def _check_name(name: str) -> str:
+    if not isinstance(name, str) or not name.strip() or any(c.isspace() for c in name):
+        raise ValueError(f"a served model name must be a non-empty word without spaces, got {name!r}")
+    return name

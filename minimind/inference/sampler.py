@@ -1,0 +1,90 @@
+"""The engine's one sampler: logits in, one token out.
+
+In order: repetition penalty over every token seen (prompt included, as transformers
+does), the UTF-8 guard (tokens that would make the text impossible to complete as UTF-8
+are masked, see utf8.py), then temperature 0 = argmax, else temperature, top-k, top-p
+and a draw from the request's own seeded generator. Stop strings are matched on text
+(generation.TextStream), since a stop string may span tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from .utf8 import Utf8Guard
+
+
+class Sampler:
+    def __init__(self, vocab_size: int, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+                 repetition_penalty: float = 1.0, seed: int | None = None, guard: Utf8Guard | None = None):
+        self.temperature = temperature
+        self.top_k = top_k
+        self.top_p = top_p
+        self.penalty = repetition_penalty
+        self.generator = torch.Generator()
+        if seed is None:
+            self.generator.seed()
+        else:
+            self.generator.manual_seed(seed)
+        self.seen = torch.zeros(vocab_size, dtype=torch.bool) if repetition_penalty != 1.0 else None
+        self.guard = guard
+        self.state = guard.start if guard is not None else None
+
+    @classmethod
+    def from_params(cls, params, vocab_size: int, guard: Utf8Guard | None = None) -> "Sampler":
+        """From a generation.SamplingParams."""
+        return cls(vocab_size, params.temperature, params.top_k, params.top_p, params.repetition_penalty,
+                   params.seed, guard)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def observe(self, tokens: Sequence[int]) -> None:
+        """Tokens the model read (the prompt): the repetition penalty counts them as seen."""
+        if self.seen is not None and len(tokens):
+            self.seen[torch.as_tensor(list(tokens), dtype=torch.long)] = True
+
+    def choose(self, logits: torch.Tensor, remaining: int = 1 << 30) -> int:
+        """The next token. `remaining`: tokens the answer may still write, this one included
+        (the guard keeps an answer from ending inside a character)."""
+        logits = logits.float().cpu()
+        if self.seen is not None:
+            penalised = torch.where(logits < 0, logits * self.penalty, logits / self.penalty)
+            logits = torch.where(self.seen[:logits.shape[0]], penalised, logits)
+        if self.guard is not None:
+            allowed = self.guard.allowed(self.state, remaining)
+            if allowed is not None:
+                logits = logits.masked_fill(~allowed[:logits.shape[0]], float("-inf"))
+        token = int(logits.argmax()) if self.temperature == 0 else self._draw(logits / self.temperature)
+        if self.seen is not None:
+            self.seen[token] = True
+        if self.guard is not None:
+            self.state = self.guard.advance(self.state, token)
+        return token
+
+    def _draw(self, logits: torch.Tensor) -> int:
+        if 0 < self.top_k < logits.shape[0]:
+            kth = torch.topk(logits, self.top_k).values[-1]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        if self.top_p < 1.0:
+            ordered, order = torch.sort(logits)                           # ascending
+            cumulative = ordered.softmax(-1).cumsum(-1)
+            drop = cumulative <= 1.0 - self.top_p
+            drop[-1] = False                                              # always keep the best token
+            logits = logits.masked_fill(drop.scatter(0, order, drop), float("-inf"))
+        probs = torch.softmax(logits, dim=-1)
+        return int(torch.multinomial(probs, 1, generator=self.generator))
+
+
+def guard_for(tokenizer, vocab_size: int) -> Utf8Guard | None:
+    """The tokenizer's UTF-8 guard, built once per tokenizer and vocabulary size (None when the
+    tokenizer is not byte-level, so its tokens cannot split a character)."""
+    if tokenizer is None:
+        return None
+    guards = tokenizer.__dict__.setdefault("_minimind_utf8_guards", {})
+    if vocab_size not in guards:
+        guards[vocab_size] = Utf8Guard.for_tokenizer(tokenizer, vocab_size)
+    return guards[vocab_size]

@@ -1,0 +1,311 @@
+"""The inference engine against the model it runs: the same logits, the same greedy tokens as
+`generate`, a batch equal to its requests alone, one copy of the weights, and a sampler that behaves."""
+
+import json
+import threading
+import time
+
+import pytest
+import torch
+from transformers import LlamaForCausalLM
+
+from minimind import MiniMindForCausalLM
+from minimind.inference import Engine, EngineError, Sampler, Weights, engine_for, unsupported_reason
+from minimind.inference import engine as engine_module
+from minimind.inference.forward import KVCache, forward
+
+from helpers import tiny_config
+
+PROMPTS = [[7, 300, 41, 99, 5], [250] * 3 + list(range(40, 70)), [11], [250, 251] * 9]
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _model(seed=0, **overrides):
+    torch.manual_seed(seed)
+    model = MiniMindForCausalLM(tiny_config(**overrides)).eval()
+    with torch.no_grad():  # non-trivial norms, so their placement is tested too
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.uniform_(0.5, 1.5)
+    return model
+
+
+def _generate(model, prompt, n):
+    ids = torch.tensor([prompt])
+    out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, min_new_tokens=n,
+                         do_sample=False, pad_token_id=0)
+    return out[0, len(prompt):].tolist()
+
+
+def _greedy(engine, prompt, n, stops=()):
+    return list(engine.submit(prompt, Sampler(engine.vocab_size), n, stops))
+
+
+def _sampler(i):
+    return Sampler(512, temperature=0.9 if i % 2 else 0.0, top_k=40, seed=i)
+
+
+@pytest.mark.parametrize("overrides", [
+    {},
+    {"tie_word_embeddings": False},
+    {"num_key_value_heads": 4},
+    {"attention_impl": "eager"},
+    {"rope_scaling_type": "linear", "rope_scaling_factor": 2.0},
+    {"rope_scaling_type": "ntk", "rope_scaling_factor": 4.0},
+    {"use_moe": True, "num_experts": 4, "num_experts_per_tok": 2},
+])
+def test_greedy_tokens_equal_generate(overrides):
+    model = _model(**overrides)
+    engine = Engine(model)
+    for prompt in PROMPTS:
+        assert _greedy(engine, prompt, 40) == _generate(model, prompt, 40)
+
+
+@pytest.mark.parametrize("overrides", [{}, {"use_moe": True, "num_experts": 4, "num_experts_per_tok": 2}])
+def test_logits_equal_the_models_forward_at_prefill_and_every_step(overrides):
+    """fp32: prefill, one token at a time, a chunk after cached tokens, and a batch of sequences
+    at different positions all give the full forward's logits within 1e-5."""
+    model = _model(**overrides)
+    w = Weights.of(model)
+    ids = list(range(20, 60))
+    with torch.no_grad():
+        full = model(torch.tensor([ids])).logits[0]
+    cache = KVCache(w, 64)
+    got = [forward(w, torch.tensor([ids[:10]]), [cache])[0]]
+    got += [forward(w, torch.tensor([[ids[i]]]), [cache])[0] for i in range(10, 30)]
+    chunk = forward(w, torch.tensor([ids[30:40]]), [cache], all_logits=True)[0]
+    expected = torch.stack([full[9]] + [full[i] for i in range(10, 30)])
+    torch.testing.assert_close(torch.stack(got), expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(chunk, full[30:40], atol=1e-5, rtol=1e-5)
+    assert cache.length == 40
+
+    # three sequences at different lengths, one token each per pass
+    others = [list(range(100, 107)), list(range(300, 305))]
+    caches = [KVCache(w, 64) for _ in range(3)]
+    for seq, c in zip([ids[:20]] + others, caches):
+        forward(w, torch.tensor([seq[:-3]]), [c])
+    with torch.no_grad():
+        fulls = [model(torch.tensor([seq])).logits[0] for seq in [ids[:20]] + others]
+    for back in (3, 2, 1):
+        step = torch.tensor([[seq[-back]] for seq in [ids[:20]] + others])
+        rows = forward(w, step, caches)
+        torch.testing.assert_close(rows, torch.stack([f[-back] for f in fulls]), atol=1e-5, rtol=1e-5)
+
+
+def test_stock_llama_with_the_same_weights_decodes_the_same(tmp_path):
+    model = _model(tie_word_embeddings=False)
+    model.save_pretrained(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps(model.config.to_llama_dict()))
+    llama = LlamaForCausalLM.from_pretrained(tmp_path, dtype=torch.float32).eval()
+    engine = Engine(llama)
+    for prompt in PROMPTS[:2]:
+        assert _greedy(engine, prompt, 30) == _generate(llama, prompt, 30) == _generate(model, prompt, 30)
+
+
+def test_preparing_shares_the_models_memory_and_keeps_it_a_model(tmp_path):
+    model = _model()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    reference = _generate(model, PROMPTS[1], 12)
+    w = Weights.of(model)
+    attn, mlp = model.model.layers[0].self_attn, model.model.layers[0].mlp
+    fused = w.layers[0].qkv.weight
+    assert attn.q_proj.weight.untyped_storage().data_ptr() == fused.untyped_storage().data_ptr()
+    assert attn.v_proj.weight.untyped_storage().data_ptr() == fused.untyped_storage().data_ptr()
+    assert mlp.up_proj.weight.untyped_storage().data_ptr() == w.layers[0].gate_up.weight.untyped_storage().data_ptr()
+    for name, p in model.named_parameters():  # same values, and the model still computes the same
+        assert torch.equal(p, before[name]), name
+    assert _generate(model, PROMPTS[1], 12) == reference
+    assert Weights.of(model) is w  # prepared once
+    model.save_pretrained(tmp_path / "prepared")
+    _model().save_pretrained(tmp_path / "plain")
+    reloaded = MiniMindForCausalLM.from_pretrained(tmp_path / "prepared").eval()
+    for name, p in reloaded.named_parameters():
+        assert torch.equal(p, before[name]), name
+    size = lambda folder: (tmp_path / folder / "model.safetensors").stat().st_size  # noqa: E731
+    assert size("prepared") == size("plain")  # tied weights saved once, as before
+
+
+def test_weights_are_prepared_again_after_they_change():
+    model = _model()
+    engine = engine_for(model)
+    assert engine_for(model) is engine
+    before = _greedy(engine, PROMPTS[1], 10)
+    with torch.no_grad():
+        model.model.norm.weight.neg_()  # logits flip sign: another argmax
+    assert _greedy(engine, PROMPTS[1], 10) == _generate(model, PROMPTS[1], 10) != before
+
+
+def test_a_model_the_engine_cannot_run_is_refused_with_the_reason():
+    from peft import LoraConfig, get_peft_model
+
+    peft_model = get_peft_model(_model(), LoraConfig(r=4, target_modules=["q_proj"], init_lora_weights=False))
+    assert "merge" in unsupported_reason(peft_model)
+    with pytest.raises(EngineError, match="LoRA adapter that is not merged"):
+        Engine(peft_model)
+    merged = peft_model.merge_and_unload().eval()
+    assert _greedy(Engine(merged), PROMPTS[0], 12) == _generate(merged, PROMPTS[0], 12)
+
+
+@pytest.mark.parametrize("overrides", [{}, {"use_moe": True}])
+def test_a_batch_of_mixed_length_requests_equals_each_request_alone(overrides):
+    model = _model(**overrides)
+    lengths = [30, 12, 25, 1]
+    alone = [list(Engine(model).submit(p, _sampler(i), n)) for i, (p, n) in enumerate(zip(PROMPTS, lengths))]
+    engine = Engine(model, max_batch=3)  # one request has to wait for a free row
+    streams = [engine.submit(p, _sampler(i), n) for i, (p, n) in enumerate(zip(PROMPTS, lengths))]
+    assert [list(s) for s in streams] == alone
+
+
+def test_streams_consumed_from_many_threads_and_cancelled_ones_leave():
+    model = _model()
+    engine = Engine(model, max_batch=8)
+    results = {}
+
+    def consume(i):
+        stream = engine.submit(PROMPTS[i % 4], _sampler(i), 40)
+        if i == 5:  # this client leaves after three tokens
+            results[i] = [next(stream) for _ in range(3)]
+            stream.close()
+        else:
+            results[i] = list(stream)
+
+    threads = [threading.Thread(target=consume, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    for i in range(8):
+        expected = list(Engine(model).submit(PROMPTS[i % 4], _sampler(i), 40))
+        assert results[i] == (expected[:3] if i == 5 else expected)
+
+
+def test_stop_ids_errors_and_limits_reach_the_consumer():
+    engine = Engine(_model())
+    free = _greedy(engine, PROMPTS[0], 12)
+    stop = free[4]
+    assert _greedy(engine, PROMPTS[0], 12, [stop]) == free[:free.index(stop) + 1]
+    assert _greedy(engine, PROMPTS[0], 0) == []
+    with pytest.raises(ValueError, match="KV cache full"):
+        _greedy(engine, list(range(5, 300)), 4)  # 295 > the 256-token context
+    with pytest.raises(ValueError, match="prompt is empty"):
+        engine.submit([], Sampler(512), 4)
+    assert len(_greedy(engine, PROMPTS[1], 3)) == 3
+
+
+def test_a_request_whose_sampler_fails_ends_alone_and_the_loop_goes_on():
+    """A sampling error mid-answer (say, logits that overflowed) ends that request with the error;
+    the decode thread keeps serving the others and every later request."""
+
+    class Breaks(Sampler):
+        def __init__(self, after):
+            super().__init__(512, temperature=0.0)
+            self.after = after
+
+        def choose(self, logits, remaining=1 << 30):
+            self.after -= 1
+            if self.after < 0:
+                raise RuntimeError("probability tensor contains inf")
+            return super().choose(logits, remaining)
+
+    engine = Engine(_model(), max_batch=4)
+    broken = engine.submit(PROMPTS[0], Breaks(after=3), 20)
+    fine = engine.submit(PROMPTS[1], _sampler(0), 20)
+    with pytest.raises(RuntimeError, match="inf"):
+        list(broken)
+    assert len(list(fine)) == 20
+    assert len(_greedy(engine, PROMPTS[2], 5)) == 5
+
+
+def test_the_decode_thread_ends_when_idle_and_comes_back(monkeypatch):
+    monkeypatch.setattr(engine_module, "IDLE_S", 0.05)
+    engine = Engine(_model())
+    first = _greedy(engine, PROMPTS[0], 5)
+    deadline = time.monotonic() + 5
+    while engine._thread is not None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert engine._thread is None  # no thread holds the model while nobody asks
+    assert _greedy(engine, PROMPTS[0], 5) == first
+
+
+# ---------------------------------------------------------------- the sampler
+
+def _logits(seed=0):
+    return torch.randn(512, generator=torch.Generator().manual_seed(seed)) * 3
+
+
+def test_seeded_sampling_is_reproducible_and_seeds_differ():
+    engine = Engine(_model())
+    run = lambda seed: list(engine.submit(PROMPTS[0], Sampler(  # noqa: E731
+        512, temperature=1.0, top_k=50, top_p=0.95, repetition_penalty=1.2, seed=seed), 30))
+    assert run(7) == run(7)
+    assert run(7) != run(8)
+
+
+def test_sampler_filters():
+    logits = _logits()
+    best = int(logits.argmax())
+    assert Sampler(512, temperature=1.0, top_k=1, seed=0).choose(logits) == best
+    assert Sampler(512, temperature=1.0, top_p=1e-6, seed=0).choose(logits) == best
+    top3 = set(torch.topk(logits, 3).indices.tolist())
+    sampler = Sampler(512, temperature=2.0, top_k=3, seed=0)
+    draws = {sampler.choose(logits) for _ in range(200)}
+    assert draws <= top3 and len(draws) > 1
+    # top_p keeps the smallest set whose probability reaches p
+    probs = torch.softmax(logits, -1)
+    ordered = torch.sort(probs, descending=True)
+    n = int((ordered.values.cumsum(0) < 0.5).sum()) + 1
+    nucleus = set(ordered.indices[:n].tolist())
+    sampler = Sampler(512, temperature=1.0, top_p=0.5, seed=1)
+    assert {sampler.choose(logits) for _ in range(300)} <= nucleus
+
+
+def test_repetition_penalty_pushes_seen_tokens_down():
+    logits = _logits()
+    best = int(logits.argmax())
+    sampler = Sampler(512, repetition_penalty=1e9)
+    sampler.observe([best])
+    assert sampler.choose(logits) != best
+    assert Sampler(512).choose(logits) == best
+
+
+# ---------------------------------------------------------------- speculative greedy decoding
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_speculative_greedy_equals_plain_greedy(prompt):
+    """The int8 draft only decides how many tokens come per exact pass: the tokens are the
+    plain greedy ones, with a repetition penalty, a stop token and a budget that cuts a pass short."""
+    model = _model()
+    plain, fast = Engine(model, speculate=False), Engine(model, speculate=True)
+    assert _greedy(fast, prompt, 40) == _greedy(plain, prompt, 40) == _generate(model, prompt, 40)
+    penalised = lambda engine: list(engine.submit(  # noqa: E731
+        prompt, Sampler(512, repetition_penalty=1.3), 37, [9]))
+    assert penalised(fast) == penalised(plain)
+    stop = _greedy(plain, prompt, 40)[13]
+    assert _greedy(fast, prompt, 40, [stop]) == _greedy(plain, prompt, 40, [stop])
+
+
+def test_a_speculative_request_joined_by_others_keeps_its_tokens():
+    """A greedy request decodes speculatively while alone, in batched steps while others run,
+    and speculatively again after they leave: its tokens never change."""
+    model = _model()
+    engine = Engine(model, speculate=True)
+    expected = _greedy(Engine(model, speculate=False), PROMPTS[1], 200)
+    calls = []
+    step, speculate = engine._step, engine._speculate
+    engine._step = lambda active: calls.append(f"step {len(active)}") or step(active)
+    engine._speculate = lambda request: calls.append("speculate") or speculate(request)
+    lone = engine.submit(PROMPTS[1], Sampler(512), 200)
+    others = [engine.submit(p, _sampler(i), 15) for i, p in enumerate(PROMPTS)]
+    assert list(lone) == expected
+    assert [list(s) for s in others] == [list(Engine(model).submit(p, _sampler(i), 15))
+                                         for i, p in enumerate(PROMPTS)]
+    batched = [i for i, c in enumerate(calls) if c.startswith("step") and c != "step 1"]
+    assert batched and "speculate" in calls[batched[-1]:]  # batched with others, then speculative again
+
+
+def test_speculation_is_chosen_where_reading_weights_bounds_a_step():
+    assert not Engine(_model()).speculate  # a tiny model: per-op overhead bounds a step
+    big = MiniMindForCausalLM(tiny_config(hidden_size=512, intermediate_size=2048, num_hidden_layers=4,
+                                          vocab_size=6400, num_attention_heads=8, num_key_value_heads=2)).eval()
+    assert Engine(big).speculate  # 50 MB of float32 matrices
