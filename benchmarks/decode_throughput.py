@@ -1,29 +1,26 @@
-"""Batch-1 decode: our fast path vs `transformers.LlamaForCausalLM.generate` on the same weights.
+"""Decode speed of the inference engine, the path chat and the API use, against references run here.
 
-Shape: the `small` preset (d=512, 8 layers, 8/2 heads, FFN 1408, vocab 6400) with
-random weights, loaded both as MiniMind (decoded by minimind.fast_decode) and as a
-stock LlamaForCausalLM from the same safetensors. Batch 1, a 32-token prompt, 128
-new tokens, greedy, float32 unless a row says otherwise ("approx." rows store the
-weight matrices in bf16 or int8: faster reads, not exact; the "exact, int8 draft" row is
-speculative: the int8 copy guesses 8 tokens, the fp32 weights check them all in one pass
-and keep the fp32 greedy picks, so its tokens are the exact ones). Each configuration is warmed
-up, then ours and the reference alternate and medians are reported: tokens/s over the
-whole call (prefill included) and time to first token (prefill + first pick; for the
-reference, taken from a streamer's first new token). "same tokens" checks exactness.
+Three parts, one run:
 
-When llama-cpp-python is installed, the same weights are exported by our GGUF
-writer (gguf-f16 and gguf-q8_0) and decoded by llama.cpp with as many threads as
-the row's PyTorch; its TTFT is the time to the first token its generator yields.
+1. The `small` shape (d=512, 8 layers, 8/2 heads, FFN 1408, vocab 6400) with trained weights
+   (benchmarks/export_quality.py's stand-in, pretrained on Tang poems and cached; random
+   weights, labelled so, when ../shared/corpora is missing), loaded as MiniMind and as a stock
+   `LlamaForCausalLM` from the same safetensors. Batch 1, a 32-token prompt, 128 new tokens
+   (no stop token, so every run writes all 128), greedy, float32. Rows: our engine as chat and
+   the API run it (speculative greedy where `speculative_pays` says so), the engine with
+   speculation off (the like-for-like per-token decoder), `generate`, a sampled request, and
+   llama.cpp on our own GGUF export when llama-cpp-python is installed.
+2. The shipped models (checkpoints/), a chat prompt from their held-out text, the same rows:
+   where speculation pays is decided from these, and "ours vs llama.cpp gguf-f16" is the
+   export a user would run instead.
+3. (full runs) The API under load: 16 clients stream 64-token chat answers at once from a
+   live `python -m minimind serve`, batched (max_batch 16) and one at a time, and the memory
+   the Studio's page and API take for one model (RSS of `python -m webapp`'s app, in its own process).
 
-Rows are repeated at 1 PyTorch thread and at the default thread count: on a machine
-shared with other jobs, a multi-threaded op stalls whenever one of its threads is not
-scheduled, so the 1-thread rows are the stable ones there.
-
-The full run adds the API under load: 16 clients stream 64-token chat answers at
-once from a live server (same model, a tokenizer trained on samples/), with
-continuous batching (max_batch 16) and one request at a time (max_batch 1):
-latency p50/p95, first-token p50, total tokens/s, and whether every answer equals
-the same request served alone.
+Each configuration is warmed up, then all alternate and medians are reported: tokens/s over
+the whole call (prefill included) and time to first token. "same tokens" compares with
+`generate`'s greedy tokens. Headline figures are at 1 PyTorch thread (the stable ones on a
+shared machine); rows at the default thread count sit beside them.
 """
 
 from __future__ import annotations
@@ -34,53 +31,81 @@ import json
 import os
 import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
 NAME = "decode_throughput"
-DESCRIPTION = "batch-1 greedy decode tok/s and time to first token vs LlamaForCausalLM.generate (small shape)"
-HEADLINE = ["speedup (2 thr)", "exact speculative speedup (2 thr)", "ours TTFT ms (2 thr)",
-            "greedy tokens identical", "exact speculative greedy tokens identical",
-            "ours fp32 vs llama.cpp gguf-f16 (2 thr)"]
+DESCRIPTION = "greedy decode tok/s and time to first token of the engine chat and the API use, vs generate and llama.cpp"
+HEADLINE = ["small: ours (as chat/API) vs generate, 1 thread", "small: ours plain vs generate, 1 thread",
+            "minimind-tang: ours vs llama.cpp gguf-f16, 1 thread",
+            "minimind-shakespeare: ours vs llama.cpp gguf-f16, 1 thread", "greedy tokens identical",
+            "page + API RSS over one model copy MB"]
 
-LOOKAHEAD = 8
-SPECULATIVE = f"ours (fp32 exact, int8 draft + fp32 check, k={LOOKAHEAD})"
 PROMPT_TOKENS = 32
 NEW_TOKENS = 128
 CLIENTS = 16
 ANSWER_TOKENS = 64
-SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "tang_poems_sample.jsonl"
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "samples" / "tang_poems_sample.jsonl"
+SHIPPED = ["minimind-tang", "minimind-shakespeare"]
+OURS = "ours: engine as chat/API run it"
+PLAIN = "ours: engine, speculation off"
+SPECULATIVE = "ours: engine, speculation on"
+REFERENCE = "reference: LlamaForCausalLM.generate"
 
 
-def _models(device: str = "cpu"):
+# ---------------------------------------------------------------- models
+
+def _as_llama(model):
     import torch
     from transformers import LlamaForCausalLM
 
+    with tempfile.TemporaryDirectory() as folder:
+        model.save_pretrained(folder)
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(model.config.to_llama_dict(), f)
+        return LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+
+
+def _small(quick: bool):
+    """(model, tokenizer or None, weights label) of the small shape."""
+    import torch
+
     from minimind import MiniMindConfig, MiniMindForCausalLM
 
+    corpus = ROOT.parent / "shared" / "corpora" / "tang_poems.jsonl"
+    if corpus.is_file():
+        from benchmarks.export_quality import build_stand_in
+        from minimind.checkpoint import load_model, load_tokenizer_for
+
+        steps = 30 if quick else 300
+        folder = build_stand_in(steps)
+        return load_model(folder), load_tokenizer_for(folder), f"trained ({steps} steps on Tang poems)"
     torch.manual_seed(0)
-    config = MiniMindConfig.from_preset("small")
-    ours = MiniMindForCausalLM(config).eval()
-    with tempfile.TemporaryDirectory() as folder:
-        ours.save_pretrained(folder)
-        with open(os.path.join(folder, "config.json"), "w") as f:
-            json.dump(config.to_llama_dict(), f)
-        reference = LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-    return ours.to(device), reference.to(device)
+    return MiniMindForCausalLM(MiniMindConfig.from_preset("small")).eval(), None, "random (no ../shared corpus)"
 
 
-def _time_ours(decoder, prompt: list[int], sampler_args: dict, **speculative) -> tuple[list[int], float, float]:
-    """(tokens, seconds to the first token, seconds in all) of one fast-path decode
-    (`speculative`: draft=..., lookahead=... for exact greedy decoding with a draft)."""
-    from minimind.fast_decode import TokenSampler, stream_tokens
+def _chat_prompt(tokenizer, name: str) -> list[int]:
+    from minimind.generation import encode_chat
 
-    sampler = TokenSampler(decoder.vocab_size, **sampler_args)
+    question = "以《春夜》为题写一首五言绝句" if "tang" in name else "Tell me of the king, and of the sea."
+    return encode_chat(tokenizer, [{"role": "user", "content": question}])
+
+
+# ---------------------------------------------------------------- timing
+
+def _time_engine(engine, prompt: list[int], **sampling) -> tuple[list[int], float, float]:
+    """(tokens, seconds to the first token, seconds in all) of one request through the engine."""
+    from minimind.inference import Sampler
+
+    sampler = Sampler(engine.vocab_size, **sampling)
     start = time.perf_counter()
-    first = None
-    tokens = []
-    for token in stream_tokens(decoder, prompt, sampler, NEW_TOKENS, **speculative):
+    first, tokens = None, []
+    for token in engine.submit(prompt, sampler, NEW_TOKENS):
         first = first or time.perf_counter() - start
         tokens.append(token)
     return tokens, first, time.perf_counter() - start
@@ -110,139 +135,7 @@ def _time_reference(model, prompt: list[int]) -> tuple[list[int], float, float]:
     with torch.inference_mode():
         out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS,
                              min_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=0, streamer=clock)
-    total = time.perf_counter() - start
-    return out[0, len(prompt):].tolist(), clock.first, total
-
-
-def _measure(fns: dict, repeats: int) -> dict:
-    """Warm each up once, then alternate them `repeats` times; medians of (tok/s, TTFT ms) + last tokens."""
-    for fn in fns.values():
-        fn()
-    samples = {name: [] for name in fns}
-    tokens = {}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            tokens[name], first, total = fn()
-            samples[name].append((NEW_TOKENS / total, first * 1000))
-    return {name: (statistics.median(s[0] for s in runs), statistics.median(s[1] for s in runs), tokens[name])
-            for name, runs in samples.items()}
-
-
-def _agreement(a: list[int], b: list[int]) -> str:
-    same = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-    return "yes" if a == b else f"first {same} of {len(b)}"
-
-
-def run(quick: bool = False) -> dict:
-    import torch
-
-    from benchmarks._harness import bench_device
-    from minimind.fast_decode import FastDecoder
-
-    device = bench_device()
-    ours, reference = _models(device)
-    prompt = torch.randint(5, ours.config.vocab_size, (PROMPT_TOKENS,),
-                           generator=torch.Generator().manual_seed(0)).tolist()
-    exact, half = FastDecoder(ours), FastDecoder(ours, "bf16")
-    int8 = FastDecoder(ours, "int8") if device == "cpu" else None  # a CPU kernel (bandwidth-bound decode)
-    default_threads = torch.get_num_threads()
-    rows = []
-    gguf_dir = tempfile.TemporaryDirectory()
-    ggufs = _gguf_files(ours, Path(gguf_dir.name)) if device == "cpu" else {}
-    thread_counts = sorted({1, default_threads}) if device == "cpu" else [default_threads]
-    try:
-        for threads in thread_counts:
-            torch.set_num_threads(threads)
-            fns = {
-                "ours (fp32)": lambda: _time_ours(exact, prompt, {}),
-                "reference": lambda: _time_reference(reference, prompt),
-            }
-            if int8 is not None:
-                fns["ours (int8 weights, approx.)"] = lambda: _time_ours(int8, prompt, {})
-                fns[SPECULATIVE] = lambda: _time_ours(exact, prompt, {}, draft=int8, lookahead=LOOKAHEAD)
-            if not quick:
-                fns["ours (bf16 weights, approx.)"] = lambda: _time_ours(half, prompt, {})
-                fns["ours (fp32, sampled t=0.8 k=40 p=0.9)"] = lambda: _time_ours(
-                    exact, prompt, dict(temperature=0.8, top_k=40, top_p=0.9, seed=0))
-            engines = _llama_cpp_engines(ggufs, threads)
-            fns.update({name: (lambda llm=llm: _time_llama_cpp(llm, prompt)) for name, llm in engines.items()})
-            try:
-                results = _measure(fns, repeats=2 if quick else 5)
-            finally:
-                for llm in engines.values():
-                    llm.close()
-            ref_speed, _, ref_tokens = results["reference"]
-            for name, (speed, ttft, tokens) in results.items():
-                rows.append({"threads": threads, "decoder": name, "tok/s": speed, "vs reference": speed / ref_speed,
-                             "TTFT ms": ttft, "latency p50 s": "-", "latency p95 s": "-",
-                             "same tokens as reference": "-" if "sampled" in name else _agreement(tokens, ref_tokens)})
-    finally:
-        torch.set_num_threads(default_threads)
-        gguf_dir.cleanup()
-
-    def pick(threads, name):
-        return next(r for r in rows if r["threads"] == threads and r["decoder"] == name)
-
-    summary = {"device": device}
-    for threads in thread_counts:
-        o, r = pick(threads, "ours (fp32)"), pick(threads, "reference")
-        summary[f"ours tok/s ({threads} thr)"] = o["tok/s"]
-        summary[f"reference tok/s ({threads} thr)"] = r["tok/s"]
-        summary[f"speedup ({threads} thr)"] = o["vs reference"]
-        summary[f"ours TTFT ms ({threads} thr)"] = o["TTFT ms"]
-        summary[f"reference TTFT ms ({threads} thr)"] = r["TTFT ms"]
-    if int8 is not None:
-        for threads in thread_counts:
-            spec = pick(threads, SPECULATIVE)
-            summary[f"exact speculative tok/s ({threads} thr)"] = spec["tok/s"]
-            summary[f"exact speculative speedup ({threads} thr)"] = spec["vs reference"]
-        summary["exact speculative greedy tokens identical"] = all(
-            pick(t, SPECULATIVE)["same tokens as reference"] == "yes" for t in thread_counts)
-        fast = pick(default_threads, "ours (int8 weights, approx.)")
-        summary[f"int8 speedup ({default_threads} thr)"] = fast["vs reference"]
-        summary["int8 greedy agreement"] = fast["same tokens as reference"]
-    for name in ("llama.cpp gguf-f16", "llama.cpp gguf-q8_0"):
-        if any(r["decoder"] == name for r in rows):
-            summary[f"{name} tok/s ({default_threads} thr)"] = pick(default_threads, name)["tok/s"]
-            summary[f"ours fp32 vs {name} ({default_threads} thr)"] = (
-                pick(default_threads, "ours (fp32)")["tok/s"] / pick(default_threads, name)["tok/s"])
-    if not ggufs:
-        summary["llama.cpp"] = "not measured (llama-cpp-python is not installed)"
-    summary["greedy tokens identical"] = all(pick(t, "ours (fp32)")["same tokens as reference"] == "yes"
-                                             for t in thread_counts)
-    if not quick and SAMPLES.is_file() and device == "cpu":
-        torch.set_num_threads(1)
-        try:
-            serving = _serving_rows(ours)
-        finally:
-            torch.set_num_threads(default_threads)
-        rows += serving
-        batched = next(r for r in serving if "batch 16" in r["decoder"])
-        summary[f"API {CLIENTS} streams p50 s (batched)"] = batched["latency p50 s"]
-        summary[f"API {CLIENTS} streams p95 s (batched)"] = batched["latency p95 s"]
-    summary["load average (1 min) at end"] = os.getloadavg()[0]
-    return {"rows": rows, "summary": summary}
-
-
-def _gguf_files(model, folder: Path) -> dict[str, Path]:
-    """Our GGUF exports (f16, q8_0) of `model`, with a tokenizer trained on the samples; {} without llama.cpp."""
-    try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
-        return {}
-    from minimind.export.gguf import write_gguf
-    from minimind.tokenizer import build_tokenizer
-
-    texts = [json.loads(line)["text"] for line in SAMPLES.open(encoding="utf-8")]
-    tokenizer = build_tokenizer(texts, vocab_size=model.config.vocab_size)
-    return {f"llama.cpp gguf-{q}": write_gguf(model, tokenizer, folder / q, q) for q in ("f16", "q8_0")}
-
-
-def _llama_cpp_engines(files: dict[str, Path], threads: int) -> dict:
-    from llama_cpp import Llama
-
-    return {name: Llama(model_path=str(path), n_ctx=512, n_threads=threads, n_threads_batch=threads,
-                        verbose=False) for name, path in files.items()}
+    return out[0, len(prompt):].tolist(), clock.first, time.perf_counter() - start
 
 
 def _time_llama_cpp(llm, prompt: list[int]) -> tuple[list[int], float, float]:
@@ -258,23 +151,200 @@ def _time_llama_cpp(llm, prompt: list[int]) -> tuple[list[int], float, float]:
     return tokens, first, time.perf_counter() - start
 
 
+def _measure(fns: dict, repeats: int) -> dict:
+    """Warm each up once, then alternate them `repeats` times; medians of (tok/s, TTFT ms) + last tokens."""
+    for fn in fns.values():
+        fn()
+    samples = {name: [] for name in fns}
+    tokens = {}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            tokens[name], first, total = fn()
+            samples[name].append((len(tokens[name]) / total, first * 1000))
+    return {name: (statistics.median(s[0] for s in runs), statistics.median(s[1] for s in runs), tokens[name])
+            for name, runs in samples.items()}
+
+
+def _agreement(a: list[int], b: list[int]) -> str:
+    same = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return "yes" if a == b else f"first {same} of {len(b)}"
+
+
+def _gguf_engines(model, tokenizer, folder: Path, threads: int, kinds=("f16", "q8_0")) -> dict:
+    """llama.cpp on our GGUF export of `model` ({} without llama-cpp-python)."""
+    try:
+        from llama_cpp import Llama
+    except ImportError:
+        return {}
+    from minimind.export.gguf import write_gguf
+
+    if tokenizer is None:
+        from minimind.tokenizer import build_tokenizer
+
+        texts = [json.loads(line)["text"] for line in SAMPLES.open(encoding="utf-8")]
+        tokenizer = build_tokenizer(texts, vocab_size=model.config.vocab_size)
+    engines = {}
+    for kind in kinds:
+        path = write_gguf(model, tokenizer, folder / kind, kind)
+        engines[f"llama.cpp gguf-{kind}"] = Llama(model_path=str(path), n_ctx=512, n_threads=threads,
+                                                  n_threads_batch=threads, verbose=False)
+    return engines
+
+
+def _compare(label: str, model, tokenizer, prompt: list[int], threads: int, repeats: int, quick: bool,
+             weights: str) -> list[dict]:
+    """One model at one thread count: every decoder in turn, medians."""
+    import torch
+
+    from minimind.inference import Engine
+
+    torch.set_num_threads(threads)
+    reference = _as_llama(model)
+    ours = Engine(model)
+    fns = {OURS: lambda: _time_engine(ours, prompt),
+           PLAIN: lambda: _time_engine(Engine(model, speculate=False), prompt),
+           SPECULATIVE: lambda: _time_engine(Engine(model, speculate=True), prompt),
+           REFERENCE: lambda: _time_reference(reference, prompt)}
+    if not quick:
+        fns["ours: sampled t=0.8 k=40 p=0.9"] = lambda: _time_engine(ours, prompt, temperature=0.8, top_k=40,
+                                                                       top_p=0.9, seed=0)
+    with tempfile.TemporaryDirectory() as folder:
+        engines = _gguf_engines(model, tokenizer, Path(folder), threads,
+                                ("f16", "q8_0") if label == "small" else ("f16",))
+        fns.update({name: (lambda llm=llm: _time_llama_cpp(llm, prompt)) for name, llm in engines.items()})
+        try:
+            results = _measure(fns, repeats)
+        finally:
+            for llm in engines.values():
+                llm.close()
+    ref_speed, _, ref_tokens = results[REFERENCE]
+    mode = "speculative" if ours.speculate else "plain"
+    return [{"model": label, "weights": weights, "threads": threads,
+             "decoder": name + (f" ({mode})" if name == OURS else ""), "tok/s": speed,
+             "vs generate": speed / ref_speed, "TTFT ms": ttft,
+             "same tokens as generate": "-" if "sampled" in name else _agreement(tokens, ref_tokens)}
+            for name, (speed, ttft, tokens) in results.items()]
+
+
+# ---------------------------------------------------------------- run
+
+def run(quick: bool = False) -> dict:
+    import torch
+
+    from minimind.checkpoint import load_model, load_tokenizer_for
+
+    default_threads = torch.get_num_threads()
+    repeats = 2 if quick else 5
+    rows: list[dict] = []
+    try:
+        small, small_tokenizer, weights = _small(quick)
+        prompt = torch.randint(5, small.config.vocab_size, (PROMPT_TOKENS,),
+                               generator=torch.Generator().manual_seed(0)).tolist()
+        for threads in sorted({1, default_threads}):
+            rows += _compare("small", small, small_tokenizer, prompt, threads, repeats, quick, weights)
+        for name in SHIPPED:
+            folder = ROOT / "checkpoints" / name
+            model, tokenizer = load_model(folder), load_tokenizer_for(folder)
+            rows += _compare(name, model, tokenizer, _chat_prompt(tokenizer, name), 1, repeats, quick, "shipped")
+    finally:
+        torch.set_num_threads(default_threads)
+
+    def pick(model, threads, decoder):
+        return next((r for r in rows if r["model"] == model and r["threads"] == threads
+                     and r["decoder"].startswith(decoder)), None)
+
+    summary: dict = {"threads (headline)": 1, "default threads": default_threads, "small weights": weights}
+    ours = pick("small", 1, OURS)
+    summary["small: ours (as chat/API) vs generate, 1 thread"] = ours["vs generate"]
+    summary["small: decoder chat/API use"] = ours["decoder"]
+    summary["small: ours plain vs generate, 1 thread"] = pick("small", 1, PLAIN)["vs generate"]
+    summary["small: ours TTFT ms, 1 thread"] = ours["TTFT ms"]
+    summary["small: generate TTFT ms, 1 thread"] = pick("small", 1, REFERENCE)["TTFT ms"]
+    for name in SHIPPED:
+        o, p, s = pick(name, 1, OURS), pick(name, 1, PLAIN), pick(name, 1, SPECULATIVE)
+        summary[f"{name}: decoder chat/API use"] = o["decoder"]
+        summary[f"{name}: speculation on / off"] = s["tok/s"] / p["tok/s"]
+        summary[f"{name}: ours tok/s, 1 thread"] = o["tok/s"]
+        cpp = pick(name, 1, "llama.cpp gguf-f16")
+        summary[f"{name}: ours vs llama.cpp gguf-f16, 1 thread"] = (
+            o["tok/s"] / cpp["tok/s"] if cpp else "not measured (llama-cpp-python is not installed)")
+    summary["greedy tokens identical"] = all(r["same tokens as generate"] == "yes" for r in rows
+                                             if r["decoder"].startswith("ours") and "sampled" not in r["decoder"])
+    if not quick and SAMPLES.is_file() and torch.device("cpu").type == "cpu":
+        serving = _serving_rows(small)
+        rows += serving
+        batched = next(r for r in serving if "batch 16" in r["decoder"])
+        summary[f"API {CLIENTS} streams p50 s (batched)"] = batched["latency p50 s"]
+        summary[f"API {CLIENTS} streams tok/s (batched / one at a time)"] = (
+            batched["tok/s"] / next(r for r in serving if "batch 1," in r["decoder"] + ",")["tok/s"])
+    memory = _memory()
+    rows.append({"model": "minimind-tang", "weights": "shipped", "threads": 1, "decoder": "memory (RSS MB)",
+                 **{k: v for k, v in memory.items()}})
+    summary["page + API RSS over one model copy MB"] = memory["API after the page MB"]
+    summary["load average (1 min) at end"] = os.getloadavg()[0]
+    return {"rows": rows, "summary": summary}
+
+
+# ---------------------------------------------------------------- memory of one served model
+
+MEMORY_SCRIPT = r"""
+import json, sys, tempfile
+from pathlib import Path
+
+def rss():
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+
+from fastapi.testclient import TestClient
+from webapp.app import build_app
+from webapp.tabs.chat import respond
+
+with tempfile.TemporaryDirectory() as home:
+    app = build_app(home, background_jobs=False)
+    ctx = app.state.context
+    with TestClient(app) as client:
+        client.get("/v1/models")
+        before = rss()
+        for _ in respond(ctx, "以《春夜》为题写一首五言绝句", [], [], "shipped:minimind-tang", None, False, "",
+                         0.8, 0.9, 40, 32, 1.1):
+            pass
+        page = rss()
+        answer = client.post("/v1/chat/completions", json={"model": "minimind-tang", "max_tokens": 32,
+                             "messages": [{"role": "user", "content": "續寫：床前明月光"}]})
+        assert answer.status_code == 200, answer.text
+        api = rss()
+        weights = ctx.models.load(ctx.model_folder("shipped:minimind-tang")).memory_bytes() / 2**20
+    print(json.dumps({"model in memory MB": weights, "page chat loaded the model MB": page - before,
+                      "API after the page MB": api - page, "loaded copies": len(ctx.models.loaded())}))
+"""
+
+
+def _memory() -> dict:
+    """RSS growth of the Studio (page + API in one process) serving the shipped Tang model."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"memory probe failed: {out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------- the API under load
+
 @contextlib.contextmanager
 def _serve(folder: str, max_batch: int):
     """`python -m minimind serve` in its own process (so the clients here do not share its GIL)."""
-    import subprocess
-    import sys
-
     import httpx
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     env.pop("MINIMIND_API_KEY", None)
     proc = subprocess.Popen([sys.executable, "-m", "minimind", "serve", "--model", folder, "--name", "small",
                              "--port", str(port), "--threads", "1", "--max-batch", str(max_batch),
-                             "--max-queue", str(CLIENTS)], cwd=root, env=env,
+                             "--max-queue", str(CLIENTS)], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}/v1"
     try:
@@ -351,19 +421,20 @@ def _serving_rows(model) -> list[dict]:
                     t.join()
                 wall = time.perf_counter() - start
             latencies = sorted(r[2] for r in results)
-            rows.append({"threads": 1, "decoder": f"API, {CLIENTS} concurrent streams, max_batch {max_batch}",
-                         "tok/s": sum(r[3] for r in results) / wall, "vs reference": "-",
+            rows.append({"model": "small", "weights": "as above", "threads": 1,
+                         "decoder": f"API, {CLIENTS} concurrent streams, max_batch {max_batch}",
+                         "tok/s": sum(r[3] for r in results) / wall, "vs generate": "-",
                          "TTFT ms": statistics.median(r[1] for r in results) * 1000,
                          "latency p50 s": statistics.median(latencies),
                          "latency p95 s": latencies[round(0.95 * (CLIENTS - 1))],
-                         "same tokens as reference": f"{sum(r[0] == a for r, a in zip(results, alone))}/{CLIENTS} "
-                                                     "equal to the request alone"})
+                         "same tokens as generate": f"{sum(r[0] == a for r, a in zip(results, alone))}/{CLIENTS} "
+                                                    "equal to the request alone"})
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="fewer repeats, no bf16/sampling rows")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, no sampled or API rows")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from benchmarks._harness import print_result
