@@ -62,13 +62,18 @@ REFERENCE = "reference: LlamaForCausalLM.generate"
 
 def _as_llama(model):
     import torch
-    from transformers import LlamaForCausalLM
+    from transformers import GenerationConfig, LlamaForCausalLM
 
     with tempfile.TemporaryDirectory() as folder:
         model.save_pretrained(folder)
         with open(os.path.join(folder, "config.json"), "w") as f:
             json.dump(model.config.to_llama_dict(), f)
-        return LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+        llama = LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    # plain greedy, as the rows of ours: no repetition penalty from the shipped generation_config, and no
+    # end-of-text token, so it writes all NEW_TOKENS (min_new_tokens would forbid the end tokens instead,
+    # and its picks would leave the plain argmax)
+    llama.generation_config = GenerationConfig()
+    return llama
 
 
 def _small(quick: bool):
@@ -134,7 +139,7 @@ def _time_reference(model, prompt: list[int]) -> tuple[list[int], float, float]:
     clock = _FirstTokenClock(start)
     with torch.inference_mode():
         out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS,
-                             min_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=0, streamer=clock)
+                             do_sample=False, pad_token_id=0, streamer=clock)
     return out[0, len(prompt):].tolist(), clock.first, time.perf_counter() - start
 
 

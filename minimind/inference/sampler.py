@@ -58,7 +58,7 @@ class Sampler:
             allowed = self.guard.allowed(self.state, remaining)
             if allowed is not None:
                 logits = logits.masked_fill(~allowed[:logits.shape[0]], float("-inf"))
-        token = int(logits.argmax()) if self.temperature == 0 else self._draw(logits / self.temperature)
+        token = int(logits.argmax()) if self.temperature == 0 else self._draw(logits)
         if self.seen is not None:
             self.seen[token] = True
         if self.guard is not None:
@@ -66,17 +66,20 @@ class Sampler:
         return token
 
     def _draw(self, logits: torch.Tensor) -> int:
+        """Top-k (the k best, sorted), then top-p over those: the smallest prefix whose probability
+        reaches p (the best token always stays), then a draw at the temperature. Sorting only
+        the k candidates, not the vocabulary, is what keeps a sampled token cheap."""
         if 0 < self.top_k < logits.shape[0]:
-            kth = torch.topk(logits, self.top_k).values[-1]
-            logits = logits.masked_fill(logits < kth, float("-inf"))
+            values, order = torch.topk(logits, self.top_k)
+        else:
+            values, order = torch.sort(logits, descending=True)
+        values = values / self.temperature
         if self.top_p < 1.0:
-            ordered, order = torch.sort(logits)                           # ascending
-            cumulative = ordered.softmax(-1).cumsum(-1)
-            drop = cumulative <= 1.0 - self.top_p
-            drop[-1] = False                                              # always keep the best token
-            logits = logits.masked_fill(drop.scatter(0, order, drop), float("-inf"))
-        probs = torch.softmax(logits, dim=-1)
-        return int(torch.multinomial(probs, 1, generator=self.generator))
+            probs = values.softmax(-1)
+            keep = int(((probs.cumsum(-1) - probs) < self.top_p).sum())   # mass before a token < p
+            values, order = values[:max(keep, 1)], order[:max(keep, 1)]
+        pick = torch.multinomial(values.softmax(-1), 1, generator=self.generator)
+        return int(order[pick])
 
 
 def guard_for(tokenizer, vocab_size: int) -> Utf8Guard | None:
