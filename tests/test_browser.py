@@ -3,6 +3,7 @@ watch it, chat with the result, export a GGUF and download it. Screenshots of ea
 to test-artifacts/."""
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -68,14 +69,20 @@ def test_new_user_trains_chats_and_exports_in_the_browser(tmp_path):
             expect(page.locator("#loss-plot canvas, #loss-plot svg").first).to_be_visible(timeout=60_000)
             page.screenshot(path=str(ARTIFACTS / "tab-train.png"), full_page=True)
 
-            # Chat with the fine-tuned run
+            # Chat with the fine-tuned run: Gradio marks each message data-testid="user" or "bot" (the
+            # "Loading response" placeholder has neither); the answer is the bot's, not the prompt
+            prompt = "以《春夜》为题写一首五言绝句"
             page.get_by_role("tab", name="Chat").click()
             _pick(page, "Model", "run ")
-            page.locator("#chat-input textarea").fill("以《春夜》为题写一首五言绝句")
+            page.locator("#chat-input textarea").fill(prompt)
             page.locator("#chat-send").click()
-            expect(page.locator("#chatbot .message-row, #chatbot [data-testid=bot]").last).to_be_visible(
-                timeout=120_000)
-            expect(page.locator("#chatbot")).to_contain_text("春夜")
+            expect(page.locator("#chatbot [data-testid=user]")).to_have_count(1)
+            expect(page.locator("#chatbot [data-testid=user]")).to_contain_text(prompt)
+            answer = page.locator("#chatbot [data-testid=bot]")
+            expect(answer).to_have_count(1, timeout=120_000)
+            # streamed in: some text (an empty answer shows "…"; the model here is a tiny random one)
+            expect(answer).to_have_text(re.compile(r"[^\s…]"), timeout=120_000)
+            assert prompt not in answer.inner_text()  # an answer, not the request echoed
             page.screenshot(path=str(ARTIFACTS / "tab-chat.png"), full_page=True)
 
             # Export a GGUF and download it

@@ -2,7 +2,6 @@
 
 import csv
 import json
-import time
 
 import numpy as np
 import pyarrow as pa
@@ -12,7 +11,7 @@ import pytest
 import minimind.data.prepare as prepare_module
 from minimind.data import (IGNORE, DataConfig, Stats, inspect_corpus, iter_texts, prepare_corpus, read_documents,
                            split_indices)
-from minimind.errors import ConfigError
+from minimind.errors import ConfigError, CorpusError
 from minimind.tokenizer import IM_END, train_tokenizer
 from helpers import ROOT, SAMPLE_TEXTS
 
@@ -84,7 +83,7 @@ def test_json_array_streams_across_chunks_with_exact_lines(tmp_path):
     assert docs.stats.documents == 3000 and docs.dataset[2999]["text"] == records[2999]["text"]
     broken = body.replace('{"text": "record 2500 ', '{"text": record 2500 ')
     (tmp_path / "broken.json").write_text(broken, encoding="utf-8")
-    with pytest.raises(Exception) as caught:
+    with pytest.raises(CorpusError, match=r"broken\.json: record 2501 \(line 2502\)") as caught:
         read_documents([tmp_path / "broken.json"], config(tmp_path))
     assert caught.value.position == "record 2501 (line 2502)"
 
@@ -146,9 +145,7 @@ def test_second_prepare_comes_from_the_cache_without_tokenizing(tmp_path, tokeni
         raise AssertionError("tokenized again")
 
     monkeypatch.setattr(prepare_module, "tokenize_batch", forbidden)
-    start = time.perf_counter()
-    again = prepare_corpus([path], tokenizer, cfg)
-    assert time.perf_counter() - start < 2.0
+    again = prepare_corpus([path], tokenizer, cfg)  # `forbidden` proves nothing was tokenized again
     assert again.from_cache and not first.from_cache and again.fingerprint == first.fingerprint
     assert again.train["input_ids"] == first.train["input_ids"] and again.stats == first.stats
     assert again.train.cache_files[0]["filename"].startswith(str(tmp_path / "cache"))  # memory-mapped from the cache

@@ -125,3 +125,15 @@ def test_the_studio_page_and_its_api_answer_from_one_copy_of_the_shipped_model(t
                                                             "messages": [{"role": "user", "content": "春夜"}]})
         assert answer.status_code == 200
     assert ctx.models.loaded() == [str(ctx.model_folder("shipped:minimind-tang"))]
+
+
+def test_the_chat_tab_starts_from_the_models_saved_defaults(tmp_path):
+    from webapp.app import build_app
+    from webapp.tabs.chat import model_defaults
+
+    ctx = build_app(tmp_path, background_jobs=False).state.context
+    saved = json.loads((ctx.model_folder("shipped:minimind-tang") / "generation_config.json").read_text())
+    shown = model_defaults(ctx, "shipped:minimind-tang")
+    assert (shown.temperature, shown.top_k, shown.top_p, shown.repetition_penalty) == \
+        (saved["temperature"], saved["top_k"], saved["top_p"], saved["repetition_penalty"])
+    assert model_defaults(ctx, "run:nothing") == SamplingParams()  # unknown: the library's defaults

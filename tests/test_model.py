@@ -56,11 +56,22 @@ def test_loss_is_shifted_cross_entropy_ignoring_minus_100(tiny_model):
     keep = target != -100
     expected = F.cross_entropy(logits[keep], target[keep])
     torch.testing.assert_close(out.loss, expected)
-    # changing a masked position's label must not change the loss
+    # The same figure without any ignore_index: the mean NLL of the kept next tokens alone. A -100
+    # read as a token (clamped to 0, wrapped to vocab - 100, ...) or a mean over every position fails.
+    nll = -out.logits[:, :-1].log_softmax(-1).gather(-1, ids[:, 1:, None]).squeeze(-1)  # (2, 23)
+    torch.testing.assert_close(out.loss, nll[:, 9:].mean())
+    # Real token ids in those positions do count: the mask, not the data, is what removed them.
+    unmasked = labels.clone()
+    unmasked[:, :10] = (ids[:, :10] + 1) % 512
+    assert abs(tiny_model(ids, labels=unmasked).loss.item() - out.loss.item()) > 1e-3
+    # Masking one more label removes exactly that token from the mean.
     labels2 = labels.clone()
-    labels2[:, 3] = 7
-    labels2[:, 3] = -100
-    torch.testing.assert_close(tiny_model(ids, labels=labels2).loss, out.loss)
+    labels2[:, 16] = -100
+    kept = torch.ones_like(nll, dtype=torch.bool)
+    kept[:, :9] = False
+    kept[:, 15] = False
+    torch.testing.assert_close(tiny_model(ids, labels=labels2).loss, nll[kept].mean())
+    assert abs(nll[kept].mean().item() - out.loss.item()) > 1e-6
 
 
 @pytest.mark.parametrize("impl", ["sdpa", "eager", "blocked"])

@@ -14,7 +14,9 @@ from minimind.checkpoint import load_tokenizer_for
 from minimind.data import DataConfig, iter_texts
 from minimind.evaluate import evaluate_documents
 from minimind.generation import SamplingParams, chat, complete
-from helpers import ROOT
+from scripts.corpora import tang_split, write_shakespeare_split
+from scripts.finalize import EVAL_CONTEXT, sample_documents
+from helpers import ROOT, shared_corpus
 
 SHIPPED = {"minimind-tang": "heldout_sample.jsonl", "minimind-shakespeare": "heldout_sample.txt"}
 
@@ -42,18 +44,60 @@ def test_checkpoint_is_small_and_loads_with_auto_classes(name):
     assert (folder / "tokenizer.json").is_file() and (folder / "LICENSE.chinese-poetry").is_file() == (name == "minimind-tang")
 
 
-@pytest.mark.parametrize("name", list(SHIPPED))
-def test_heldout_bpc_matches_the_model_card(name):
-    folder = _folder(name)
+def _card_row(folder: Path, text: str) -> dict:
+    """The card's "Held-out quality" row whose first cell starts with `text`:
+    | text | characters | loss (nats/token) | perplexity | bits per character |"""
+    for line in (folder / "README.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip().strip("*`") for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0].startswith(text):
+            chars, loss, ppl, bpc = (float(c.replace(",", "")) for c in cells[1:])
+            return {"characters": int(chars), "loss": loss, "perplexity": ppl, "bpc": bpc}
+    raise AssertionError(f"no '{text}' row in {folder / 'README.md'}")
+
+
+def _assert_card_figures(measured, stated: dict) -> None:
+    """The card's figures, re-measured: the same text (characters) and within 2 % for the rest."""
+    assert measured.characters == stated["characters"], (measured, stated)
+    for key in ("loss", "perplexity", "bpc"):
+        got = getattr(measured, key)
+        assert abs(got - stated[key]) <= 0.02 * stated[key], (key, got, stated[key])
+
+
+def _measure(folder: Path, documents: list[str]):
+    """As scripts/finalize.py measured the card: float32 from the bf16 weights, windows of 256 tokens."""
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-    tokenizer = load_tokenizer_for(folder)
+    return evaluate_documents(model, load_tokenizer_for(folder), documents, context=EVAL_CONTEXT)
+
+
+@pytest.mark.parametrize("name", list(SHIPPED))
+def test_heldout_sample_figures_match_the_model_card(name):
+    """The card's row for the shipped held-out sample, and its YAML figure, on the file that ships."""
+    folder = _folder(name)
     sample = folder / SHIPPED[name]
-    docs = list(iter_texts([str(sample)], text_field="text" if sample.suffix == ".jsonl" else None,
-                           config=DataConfig(split="paragraph")))
-    measured = evaluate_documents(model, tokenizer, docs, context=256).bpc
-    stated = _card_metric(folder, "held-out sample BPC")
-    assert abs(measured - stated) <= 0.02 * stated, (measured, stated)
-    assert _card_metric(folder, "held-out BPC") > 0
+    measured = _measure(folder, sample_documents(sample))
+    stated = _card_row(folder, sample.name)
+    _assert_card_figures(measured, stated)
+    assert _card_metric(folder, f"held-out sample BPC ({sample.name})") == pytest.approx(stated["bpc"], abs=1e-4)
+
+
+def _full_heldout(name: str, tmp_path: Path) -> list[str]:
+    """Every held-out document, split as scripts/finalize.py split them (needs ../shared/corpora)."""
+    if name == "minimind-tang":
+        return tang_split(shared_corpus("tang_poems.jsonl"), cache_dir=str(tmp_path / "cache"))[1]
+    _, held_file = write_shakespeare_split(tmp_path, shared_corpus("shakespeare.txt"))
+    return list(iter_texts([str(held_file)], config=DataConfig(split="paragraph")))
+
+
+@pytest.mark.parametrize("name", ["minimind-tang",
+                                  pytest.param("minimind-shakespeare", marks=pytest.mark.slow)])  # ~1 min
+def test_full_heldout_figures_match_the_model_card(name, tmp_path):
+    """The card's headline figures are measured on every held-out document, which does not ship
+    (../shared/corpora); the fast twin above checks the shipped sample's figures."""
+    folder = _folder(name)
+    stated = _card_row(folder, "all held-out")
+    _assert_card_figures(_measure(folder, _full_heldout(name, tmp_path)), stated)
+    for prefix, key in (("held-out BPC", "bpc"), ("held-out perplexity", "perplexity"), ("held-out loss", "loss")):
+        assert _card_metric(folder, prefix) == pytest.approx(stated[key], abs=0.006), prefix
 
 
 def test_tang_answers_with_a_well_formed_poem():

@@ -66,7 +66,9 @@ def test_corpus_errors_show_file_and_line_not_a_traceback(studio, tmp_path):
         client.predict([handle_file(str(exe))], None, "auto", "", "paragraph", True, api_name="/inspect_corpus")
     big = tmp_path / "big.txt"
     big.write_text("x" * (2 * 1024 * 1024), encoding="utf-8")
-    with pytest.raises(Exception):  # over the 1 MB limit of this server: refused before any work
+    # over the 1 MB limit of this server: the client reads the limit from the server's config and
+    # refuses before sending a byte (the server's own 413 for a client that ignores it: test_security)
+    with pytest.raises(ValueError, match=r"big\.txt exceeds the maximum file size of 1048576 bytes"):
         client.predict([handle_file(str(big))], None, "auto", "", "paragraph", True, api_name="/inspect_corpus")
 
 
