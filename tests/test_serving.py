@@ -25,14 +25,7 @@ from helpers import tiny_config
 KEY = "test-key"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """On a 2-core machine shared with other jobs, a descheduled OpenMP worker stalls every op for
-    a scheduler tick; one thread keeps these small-model tests fast (results do not depend on it)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @contextlib.contextmanager
