@@ -60,8 +60,8 @@ def forward(w: Weights, ids: torch.Tensor, caches: Sequence[KVCache], all_logits
         positions = (torch.tensor(starts, device=w.device)[:, None] + torch.arange(t, device=w.device)).view(-1)
         cos, sin = w.cos[positions, None], w.sin_signed[positions, None]     # (BT, 1, D)
     # a chunk after cached tokens attends causally within itself and to all of its past
-    masks = [torch.ones(t, s + t, dtype=torch.bool, device=w.device).tril(s) if t > 1 and s > 0 else None
-             for s in starts]
+    masks = [None] * b if t == 1 else [
+        torch.ones(t, s + t, dtype=torch.bool, device=w.device).tril(s) if s > 0 else None for s in starts]
     mm = w.mm
     for i, layer in enumerate(w.layers):
         qkv = mm(_rms_norm(x, layer.ln1, eps), layer.qkv)                   # (BT, (Hq + 2Hkv) D)

@@ -45,6 +45,10 @@ class Matrix:
     q: torch.Tensor | None = None        # draft only: (out, in) int8
     scales: torch.Tensor | None = None   # draft only: (out,) bfloat16 per-row scales
 
+    def __post_init__(self):
+        # one-row products multiply float32 activations by `t` directly when it is float32 too
+        self.one_row = self.t if self.t is not None and self.t.dtype == torch.float32 else None
+
 
 @dataclass
 class Layer:
@@ -188,10 +192,10 @@ class Weights:
 
     def mm(self, x: torch.Tensor, m: Matrix, residual: torch.Tensor | None = None) -> torch.Tensor:
         """`residual` + x (rows, in) @ m -> (rows, out) float32."""
-        if x.shape[0] == 1 and m.t is not None and m.t.dtype == x.dtype:    # a decode step: BLAS on (in, out)
+        if m.one_row is not None and x.shape[0] == 1:                         # a decode step: BLAS on (in, out)
             if residual is not None and m.bias is None:
-                return torch.addmm(residual, x, m.t)
-            out = torch.mm(x, m.t) if m.bias is None else torch.addmm(m.bias, x, m.t)
+                return torch.addmm(residual, x, m.one_row)
+            out = torch.mm(x, m.one_row) if m.bias is None else torch.addmm(m.bias, x, m.one_row)
         elif m.q is not None:
             out = torch._weight_int8pack_mm(x.to(torch.bfloat16), m.q, m.scales).float()
             out = out if m.bias is None else out + m.bias
