@@ -99,7 +99,6 @@ class Engine:
         self.speculate = speculative_pays(self.weights) if speculate is None else speculate
         self.lookahead = LOOKAHEAD if self.speculate else 0
         self.vocab_size = self.weights.vocab_size
-        self.max_positions = self.weights.max_positions
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None

@@ -1,9 +1,8 @@
 """One registry of loaded models per process: the page's chat, its side-by-side view and
 the API all ask it, so each model is in memory once, with one engine.
 
-Names (what /v1/models lists) point at sources: a model folder, optionally a LoRA adapter
-(merged into its own copy of the base, so the engine runs it), or a model handed in
-already loaded. Loading happens on first use; the page asks by folder (`load`), the API
+Names (what /v1/models lists) point at sources: a model folder, optionally with a LoRA
+adapter (merged into its own copy of the base, so the engine runs it). Loading happens on first use; the page asks by folder (`load`), the API
 by name (`get`), and both land on the same loaded copy. When the loaded models' weights
 exceed the memory budget the least recently used ones are let go (a request still using
 one keeps it until it finishes; an idle engine holds no thread).
@@ -31,8 +30,8 @@ class LoadedModel:
     model: object                              # a causal LM in eval mode
     tokenizer: object                          # its tokenizer (chat template inside)
     engine: Engine                             # its decode thread and prepared weights
-    source: str = ""                           # folder it came from ("" when handed in loaded)
-    folder: Path | None = None                 # where its generation_config.json may be
+    source: str                                # the folder (or adapter folder) it came from
+    folder: Path                               # where its generation_config.json is
 
     def memory_bytes(self) -> int:
         return self.engine.weights.memory_bytes()
@@ -83,15 +82,6 @@ class ModelRegistry:
         self._lock = threading.Lock()
 
     # -- names
-
-    def add(self, name: str, model, tokenizer, owned_by: str = "minimind") -> LoadedModel:
-        """Serve a model that is already loaded."""
-        loaded = LoadedModel(model.eval(), tokenizer, engine_for(model, self.max_batch))
-        key = ("loaded", id(model))
-        with self._lock:
-            self._loaded[key] = loaded
-        self._put(_Name(_check_name(name), key, lambda: loaded, owned_by))
-        return loaded
 
     def add_folder(self, path: str | Path, name: str | None = None, adapter: str | Path | None = None,
                    lazy: bool = True, owned_by: str = "minimind") -> str:
@@ -158,21 +148,21 @@ class ModelRegistry:
             return loaded
 
     def _evict(self, keep: tuple) -> None:
-        """Let the least recently used copies go while over budget (never `keep` or models handed in)."""
+        """Let the least recently used copies go while over budget (never `keep`, the one just asked for)."""
         def total() -> int:
             return sum(m.memory_bytes() for m in self._loaded.values())
 
         for key in list(self._loaded):
             if total() <= self.memory_budget:
                 return
-            if key == keep or key[0] == "loaded":
+            if key == keep:
                 continue
             del self._loaded[key]  # requests in flight keep their copy until they finish
 
     def loaded(self) -> list[str]:
         """Sources of the models in memory, least recently used first."""
         with self._lock:
-            return [m.source or key[0] for key, m in self._loaded.items()]
+            return [m.source for m in self._loaded.values()]
 
     def describe(self) -> list[dict]:
         """What /v1/models lists, without loading anything."""

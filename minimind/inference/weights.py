@@ -128,7 +128,6 @@ class Weights:
         self.max_positions = config.max_position_embeddings
         self.device = model.lm_head.weight.device
         self.act = _activation(config)
-        self.is_draft = False
         self._draft: Weights | None = None
         self._lock = threading.Lock()
         with torch.no_grad():
@@ -219,7 +218,7 @@ class Weights:
         with self._lock:
             if self._draft is None:
                 draft = copy.copy(self)
-                draft.is_draft, draft._draft, draft._lock = True, None, threading.Lock()
+                draft._draft, draft._lock = None, threading.Lock()
                 draft.lm_head = _int8(self.lm_head)
                 draft.layers = [Layer(layer.ln1, _int8(layer.qkv), _int8(layer.o), layer.ln2,
                                       layer.gate_up and _int8(layer.gate_up), layer.down and _int8(layer.down),
