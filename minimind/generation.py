@@ -107,36 +107,38 @@ class SamplingParams:
 
 
 def _saved_defaults(folder: str | Path | None) -> dict:
-    """Sampling fields from a model folder's generation_config.json ({} when there is none)."""
+    """Sampling fields from a model folder's generation_config.json ({} when there is none, or
+    when it holds values this library cannot use). A LoRA adapter without one uses its base's.
+    A saved max_new_tokens is capped at half the model's context, leaving room for the prompt."""
     if folder is None:
         return {}
-    folder = Path(folder)
-    candidates = [folder / "generation_config.json"]
-    adapter = folder / "adapter_config.json"
-    if adapter.is_file():
-        try:
-            base = json.loads(adapter.read_text(encoding="utf-8")).get("base_model_name_or_path")
-        except (OSError, ValueError):
-            base = None
-        if isinstance(base, str) and base:
-            candidates.append(Path(base) / "generation_config.json")
-    for file in candidates:
-        try:
-            saved = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if not isinstance(saved, dict):
-            continue
-        defaults = {name: saved[name] for name in ("temperature", "top_k", "top_p", "repetition_penalty",
-                                                    "max_new_tokens") if name in saved}
-        if saved.get("do_sample") is False:
-            defaults["temperature"] = 0.0
-        try:
-            SamplingParams(**defaults)
-        except SamplingError:
-            return {}  # a file this library cannot use: ignore it rather than fail every request
-        return defaults
-    return {}
+    folders = [Path(folder)]
+    base = _read_json(folders[0] / "adapter_config.json").get("base_model_name_or_path")
+    if isinstance(base, str) and base:
+        folders.append(Path(base))
+    context = next((c for c in (_read_json(f / "config.json").get("max_position_embeddings") for f in folders)
+                    if isinstance(c, int) and not isinstance(c, bool) and c > 1), None)
+    saved = next((g for g in (_read_json(f / "generation_config.json") for f in folders) if g), {})
+    defaults = {name: saved[name] for name in ("temperature", "top_k", "top_p", "repetition_penalty",
+                                                "max_new_tokens") if name in saved}
+    if saved.get("do_sample") is False:
+        defaults["temperature"] = 0.0
+    try:
+        SamplingParams(**defaults)
+    except SamplingError:
+        return {}  # a file this library cannot use: ignore it rather than fail every request
+    if context and defaults.get("max_new_tokens", 0) > context // 2:
+        defaults["max_new_tokens"] = context // 2
+    return defaults
+
+
+def _read_json(file: Path) -> dict:
+    """A JSON object from `file`, or {} when it is missing, unreadable or not an object."""
+    try:
+        value = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _parse(name: str, kind: str, text: str):
@@ -347,26 +349,49 @@ def _run(model, tokenizer, prompt_ids: list[int], params: SamplingParams, chat_m
 def _token_source(model, tokenizer, prompt_ids: list[int], params: SamplingParams, stop_ids: list[int],
                   engine: Engine | None = None) -> Iterator[int]:
     if params.num_beams > 1:
-        return iter(_beam_search(model, prompt_ids, params, stop_ids))
+        return iter(_beam_search(model, tokenizer, prompt_ids, params, stop_ids))
     engine = engine if engine is not None else engine_for(model)
     sampler = Sampler.from_params(params, engine.vocab_size, guard_for(tokenizer, engine.vocab_size))
     return engine.submit(prompt_ids, sampler, params.max_new_tokens, stop_ids)
 
 
-def _beam_search(model, prompt_ids: list[int], params: SamplingParams, stop_ids: list[int]) -> list[int]:
-    """Beam search through transformers' generate (not streamed: the best beam is known at the end)."""
+def _beam_search(model, tokenizer, prompt_ids: list[int], params: SamplingParams, stop_ids: list[int]) -> list[int]:
+    """Beam search through transformers' generate (not streamed: the best beam is known at the end),
+    with the engine's UTF-8 guard on every beam."""
+    from transformers import LogitsProcessorList
+
     device = next(model.parameters()).device
     ids = torch.tensor([prompt_ids], device=device)
+    guard = guard_for(tokenizer, model.get_output_embeddings().weight.shape[0])
+    guarded = LogitsProcessorList([_GuardEachBeam(guard, len(prompt_ids), params.max_new_tokens)] if guard else [])
     with torch.inference_mode():
         out = model.generate(ids, attention_mask=torch.ones_like(ids), num_beams=params.num_beams,
                              do_sample=False, max_new_tokens=params.max_new_tokens,
                              repetition_penalty=params.repetition_penalty, eos_token_id=stop_ids,
-                             pad_token_id=stop_ids[0] if stop_ids else 0)
+                             pad_token_id=stop_ids[0] if stop_ids else 0, logits_processor=guarded)
     new = out[0, len(prompt_ids):].tolist()
     for i, token in enumerate(new):
         if token in stop_ids:
             return new[:i + 1]
     return new
+
+
+class _GuardEachBeam:
+    """A transformers logits processor: the UTF-8 guard's mask for each beam, from its tokens so far."""
+
+    def __init__(self, guard, prompt_length: int, max_new_tokens: int):
+        self.guard, self.prompt_length, self.max_new_tokens = guard, prompt_length, max_new_tokens
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        written = input_ids.shape[1] - self.prompt_length
+        for row, tokens in enumerate(input_ids[:, self.prompt_length:].tolist()):
+            state = self.guard.start
+            for token in tokens:
+                state = self.guard.advance(state, token)
+            allowed = self.guard.allowed(state, self.max_new_tokens - written)
+            if allowed is not None:
+                scores[row] = scores[row].masked_fill(~allowed[:scores.shape[1]].to(scores.device), float("-inf"))
+        return scores
 
 
 # ---------------------------------------------------------------- chat

@@ -309,3 +309,34 @@ def test_speculation_is_chosen_where_reading_weights_bounds_a_step():
     big = MiniMindForCausalLM(tiny_config(hidden_size=512, intermediate_size=2048, num_hidden_layers=4,
                                           vocab_size=6400, num_attention_heads=8, num_key_value_heads=2)).eval()
     assert Engine(big).speculate  # 50 MB of float32 matrices
+
+
+# ---------------------------------------------------------------- the engine and its model
+
+def test_a_prepared_model_copies_pickles_and_is_not_kept_alive_by_its_engine():
+    import copy
+    import gc
+    import io
+    import weakref
+
+    model = _model()
+    expected = _greedy(engine_for(model), PROMPTS[0], 12)
+    twin = copy.deepcopy(model)  # the engine's thread, queue and locks stay behind
+    torch.save(model, io.BytesIO())
+    assert _greedy(engine_for(twin), PROMPTS[0], 12) == expected
+    assert engine_for(twin) is not engine_for(model)
+    gone = weakref.ref(model)
+    gc.disable()  # freed by reference counting alone: no model <-> engine cycle
+    try:
+        del model
+        assert gone() is None
+    finally:
+        gc.enable()
+
+
+def test_a_bf16_moe_model_decodes():
+    model = _model(use_moe=True, num_experts=4, num_experts_per_tok=2).to(torch.bfloat16)
+    tokens = _greedy(Engine(model), PROMPTS[1], 8)
+    with torch.no_grad():
+        first = model(torch.tensor([PROMPTS[1]])).logits[0, -1].float()
+    assert len(tokens) == 8 and first[tokens[0]] >= first.max() - 0.1  # bf16 rounding may swap near-ties

@@ -2,13 +2,14 @@
 copies over the memory budget go least recently used first; sampling defaults come from the model."""
 
 import json
+import weakref
 
 import pytest
 import torch
 
 from minimind import MiniMindForCausalLM
 from minimind.errors import CheckpointError
-from minimind.generation import SamplingParams
+from minimind.generation import SamplingParams, chat
 from minimind.inference import ModelRegistry
 from minimind.tokenizer import save_tokenizer
 
@@ -50,9 +51,17 @@ def test_least_recently_used_copies_go_when_over_budget(folders):
     registry.add_folder(folders[1], name="second")
     first = registry.get("first")
     assert registry.loaded() == [str(folders[0])]
+    chat(first.model, first.tokenizer, [{"role": "user", "content": "床前"}], SamplingParams(max_new_tokens=4),
+         engine=first.engine).read()
+    thread, gone = first.engine._thread, weakref.ref(first.model)
     registry.get("second")
     assert registry.loaded() == [str(folders[1])]  # the first one went
-    assert registry.get("first") is not first  # and comes back on demand
+    if thread is not None:
+        thread.join(timeout=1)  # its decode thread ends now, not after IDLE_S
+        assert not thread.is_alive()
+    first = None
+    assert gone() is None  # and its memory is free at once
+    assert registry.get("first").model is not None  # it comes back on demand
     assert registry.loaded() == [str(folders[0])]
     roomy = ModelRegistry(memory_budget=one * 10)
     roomy.load(folders[0]), roomy.load(folders[1])
@@ -137,3 +146,17 @@ def test_the_chat_tab_starts_from_the_models_saved_defaults(tmp_path):
     assert (shown.temperature, shown.top_k, shown.top_p, shown.repetition_penalty) == \
         (saved["temperature"], saved["top_k"], saved["top_p"], saved["repetition_penalty"])
     assert model_defaults(ctx, "run:nothing") == SamplingParams()  # unknown: the library's defaults
+
+
+def test_saved_defaults_leave_room_for_the_prompt_and_survive_hostile_files(folders, tmp_path):
+    import shutil
+
+    folder = tmp_path / "long"
+    shutil.copytree(folders[0], folder)
+    saved = json.loads((folder / "generation_config.json").read_text())
+    (folder / "generation_config.json").write_text(json.dumps({**saved, "max_new_tokens": 4096}))
+    context = json.loads((folder / "config.json").read_text())["max_position_embeddings"]
+    assert SamplingParams.from_model(folder).max_new_tokens == context // 2
+    assert SamplingParams.from_model(folder, max_new_tokens=context - 8).max_new_tokens == context - 8  # asked for
+    (folder / "generation_config.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert SamplingParams.from_model(folder) == SamplingParams()

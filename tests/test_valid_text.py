@@ -72,3 +72,15 @@ def test_sampled_text_from_a_shipped_model_is_valid_utf8(name):
     for answer in answers:
         pieces = list(answer)
         assert all("\ufffd" not in piece for piece in pieces)
+
+
+def test_beam_search_keeps_characters_whole_too():
+    """Beam search runs through transformers' generate with the same guard on every beam; a
+    prompt ending in an emoji made the shipped Tang model's best beam start with a lone byte."""
+    from minimind.generation import complete
+
+    folder = ROOT / "checkpoints" / "minimind-tang"
+    model, tokenizer = load_model(folder), load_tokenizer_for(folder)
+    for prompt, n in (("床前明月光，🐉", 1), ("床前明月光，🐉", 5), ("𠀀", 2), ("春風", 12)):
+        text = complete(model, tokenizer, prompt, SamplingParams(temperature=0, num_beams=3, max_new_tokens=n)).read()
+        assert "\ufffd" not in text and text, (prompt, n, text)

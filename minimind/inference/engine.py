@@ -93,7 +93,7 @@ class Engine:
     """Decodes one model's requests (see the module docstring). Thread-safe."""
 
     def __init__(self, model, max_batch: int = 16, speculate: bool | None = None):
-        self.model = model
+        self._model = weakref.ref(model)    # the model holds its engine (model.__dict__), not the reverse
         self.max_batch = max(1, max_batch)
         self.weights = Weights.of(model)       # fails now, with the reason, for a model it cannot run
         self.speculate = speculative_pays(self.weights) if speculate is None else speculate
@@ -102,6 +102,7 @@ class Engine:
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._retiring = False
 
     def submit(self, prompt_ids: Sequence[int], sampler: Sampler, max_new_tokens: int,
                stop_ids: Sequence[int] = ()) -> TokenStream:
@@ -120,33 +121,32 @@ class Engine:
                 _RUNNING.add(self)
         return request.stream
 
-    def _stop(self) -> None:
-        """End the decode thread now (the interpreter is exiting)."""
+    def retire(self) -> threading.Thread | None:
+        """End the decode thread as soon as it has nothing to do (not after IDLE_S): requests
+        queued or running still finish, and a later request starts it again."""
         with self._lock:
             thread = self._thread
             if thread is not None:
                 self._inbox.put(None)
-        if thread is not None:
-            thread.join(timeout=5)
+        return thread
 
     def _next_batch(self, waiting: list[_Request], idle: bool) -> bool:
         """Move new requests to `waiting`; when idle, wait for one. False: nothing came, the thread ends."""
         try:
-            item = self._inbox.get(timeout=IDLE_S) if idle else self._inbox.get_nowait()
+            item = self._inbox.get(timeout=0 if self._retiring else IDLE_S) if idle else self._inbox.get_nowait()
         except queue.Empty:
             if not idle:
                 return True
             with self._lock:  # no request can slip in between this check and the thread's end
                 if self._inbox.empty():
-                    self._thread = None
+                    self._thread, self._retiring = None, False
                     return False
             return True
         while True:
-            if item is None:  # stop (see _stop)
-                with self._lock:
-                    self._thread = None
-                return False
-            waiting.append(item)
+            if item is None:  # see retire()
+                self._retiring = True
+            else:
+                waiting.append(item)
             try:
                 item = self._inbox.get_nowait()
             except queue.Empty:
@@ -168,8 +168,14 @@ class Engine:
             active = [r for r in active if r.live]
 
     def _weights(self) -> Weights:
-        self.weights = Weights.of(self.model)  # the same object unless the weights changed in place
+        model = self._model()
+        if model is not None:
+            self.weights = Weights.of(model)  # the same object unless the weights changed in place
         return self.weights
+
+    def __reduce__(self):
+        """A copied or pickled model leaves its engine behind (a thread and a queue do not copy)."""
+        return _nothing, ()
 
     def _prefill(self, request: _Request) -> bool:
         try:
@@ -238,10 +244,16 @@ class Engine:
             guessing.length = min(guessing.length, exact.length)
 
 
+def _nothing() -> None:
+    return None
+
+
 @atexit.register
 def _stop_all() -> None:
     for engine in list(_RUNNING):
-        engine._stop()
+        thread = engine.retire()
+        if thread is not None:
+            thread.join(timeout=5)
 
 
 def speculative_pays(weights: Weights) -> bool:

@@ -79,7 +79,7 @@ def forward(w: Weights, ids: torch.Tensor, caches: Sequence[KVCache], all_logits
             gu = mm(h, layer.gate_up)                                        # (BT, 2I)
             x = mm(w.act(gu[:, :inter]) * gu[:, inter:], layer.down, residual=x)
         else:
-            x = x + layer.moe(h)[0]
+            x = x + layer.moe(h.to(w.dtype))[0].float()                        # the model's own MoE block
     for c in caches:
         c.length += t
     if all_logits:

@@ -157,7 +157,7 @@ class ModelRegistry:
                 return
             if key == keep:
                 continue
-            del self._loaded[key]  # requests in flight keep their copy until they finish
+            self._loaded.pop(key).engine.retire()  # requests in flight keep their copy until they finish
 
     def loaded(self) -> list[str]:
         """Sources of the models in memory, least recently used first."""

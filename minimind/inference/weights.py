@@ -9,6 +9,10 @@ several rows (a prompt, a batch of sequences, guessed tokens) go through oneDNN'
 blocked copy of a matrix, made the first time a multi-row product needs it: two to five
 times faster than BLAS from 4 rows on (benchmarks/NOTES.md).
 
+A prepared model still trains, saves and copies as before; its `state_dict()` hands out
+contiguous copies of the transposed views (what safetensors and transformers' savers
+expect), so editing a state_dict's tensors in place no longer edits such a model.
+
 `draft()` gives the same weights with int8 matrices (a quarter of the bytes), which the
 scheduler uses to guess tokens for speculative greedy decoding.
 
@@ -18,8 +22,8 @@ module) and for `transformers.LlamaForCausalLM` (biases and activations included
 
 from __future__ import annotations
 
-import copy
 import threading
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -120,13 +124,15 @@ class Weights:
         if reason:
             raise EngineError(f"the inference engine cannot run this model: {reason}")
         config = model.config
-        self.model = model
+        self._model = weakref.ref(model)  # not a strong reference: the model holds these weights, not the reverse
         self.n_heads = config.num_attention_heads
         self.n_kv = config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.n_heads
         self.eps = config.rms_norm_eps
         self.max_positions = config.max_position_embeddings
         self.device = model.lm_head.weight.device
+        self.dtype = model.lm_head.weight.dtype
+        self.param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
         self.act = _activation(config)
         self._draft: Weights | None = None
         self._lock = threading.Lock()
@@ -167,7 +173,15 @@ class Weights:
         return weights
 
     def current(self) -> bool:
-        return _versions(self.model) == self._stamp
+        """False once the model's parameters were replaced or updated in place (optimizer steps,
+        load_state_dict, in-place ops). Edits through `.data` bypass PyTorch's version counters and
+        are not seen: prepare again with `Weights(model)` after those."""
+        model = self._model()
+        return model is None or _versions(model) == self._stamp
+
+    def __reduce__(self):
+        """A copied or pickled model leaves its prepared weights behind (they are made again on use)."""
+        return _nothing, ()
 
     def _rotary(self, model: nn.Module) -> None:
         """cos and sign-folded sin for every position, from the model's own rotary module, so
@@ -217,7 +231,8 @@ class Weights:
         that guesses what the exact one will pick. Norms, embeddings and MoE blocks are shared."""
         with self._lock:
             if self._draft is None:
-                draft = copy.copy(self)
+                draft = object.__new__(Weights)  # a shallow copy (copy.copy would leave it behind, see __reduce__)
+                draft.__dict__.update(self.__dict__)
                 draft._draft, draft._lock = None, threading.Lock()
                 draft.lm_head = _int8(self.lm_head)
                 draft.layers = [Layer(layer.ln1, _int8(layer.qkv), _int8(layer.o), layer.ln2,
@@ -228,11 +243,14 @@ class Weights:
 
     def memory_bytes(self) -> int:
         """Bytes of the weights plus the blocked copies and the draft made so far."""
-        total = sum(p.numel() * p.element_size() for p in self.model.parameters())
-        total += sum(m.weight.numel() * 4 for m in self.matrices() if m.packed is not None and m.packed is not False)
+        total = self.param_bytes + sum(m.weight.numel() * 4 for m in self.matrices() if m.packed is not None and m.packed is not False)
         if self._draft is not None:
             total += sum(m.q.numel() + m.scales.numel() * 2 for m in self._draft.matrices())
         return total
+
+
+def _nothing() -> None:
+    return None
 
 
 def _int8(m: Matrix) -> Matrix:
