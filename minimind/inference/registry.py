@@ -30,8 +30,7 @@ class LoadedModel:
     model: object                              # a causal LM in eval mode
     tokenizer: object                          # its tokenizer (chat template inside)
     engine: Engine                             # its decode thread and prepared weights
-    source: str                                # the folder (or adapter folder) it came from
-    folder: Path                               # where its generation_config.json is
+    folder: Path                               # the folder (or adapter folder) it came from
 
     def memory_bytes(self) -> int:
         return self.engine.weights.memory_bytes()
@@ -42,8 +41,8 @@ class _Name:
     """A name in /v1/models and where its model comes from."""
 
     name: str
-    key: tuple                                 # the loaded copy it shares with every other asker
-    load: object                               # () -> LoadedModel
+    path: Path                                 # model folder (or an adapter folder naming its base)
+    adapter: Path | None                       # a LoRA adapter merged on top of `path`
     owned_by: str = "minimind"
     created: int = field(default_factory=lambda: int(time.time()))
 
@@ -58,16 +57,11 @@ def budget_from_env() -> int:
     return int(max(mb, 1) * 2**20)
 
 
-def _key(path: str | Path, adapter: str | Path | None) -> tuple:
-    return (str(Path(path).resolve()), str(Path(adapter).resolve()) if adapter else None)
-
-
 def _load_folder(path: str | Path, adapter: str | Path | None, max_batch: int) -> LoadedModel:
     from ..checkpoint import load_model, load_tokenizer_for
 
     model = load_model(path, adapter=adapter, merge=True)  # adapters folded in: the engine runs a plain model
-    return LoadedModel(model, load_tokenizer_for(path), engine_for(model, max_batch), str(adapter or path),
-                       Path(adapter or path))
+    return LoadedModel(model, load_tokenizer_for(path), engine_for(model, max_batch), Path(adapter or path))
 
 
 class ModelRegistry:
@@ -96,8 +90,7 @@ class ModelRegistry:
         if adapter is not None and not is_adapter(adapter):
             raise CheckpointError(f"{adapter}: not a LoRA adapter folder (no adapter_config.json)")
         name = _check_name(name or Path(adapter or path).resolve().name)
-        max_batch = self.max_batch
-        self._put(_Name(name, _key(path, adapter), lambda: _load_folder(path, adapter, max_batch), owned_by))
+        self._put(_Name(name, path, Path(adapter) if adapter else None, owned_by))
         if not lazy:
             self.get(name)
         return name
@@ -116,17 +109,18 @@ class ModelRegistry:
             entry = self._names.get(name)
         if entry is None:
             raise KeyError(name)
-        return self._obtain(entry.key, entry.load)
+        return self._obtain(entry.path, entry.adapter)
 
     def load(self, path: str | Path) -> LoadedModel:
         """The model in folder `path` (an adapter folder brings its base), loaded on first use: the
         same copy a name for that folder serves."""
-        max_batch = self.max_batch
-        return self._obtain(_key(path, None), lambda: _load_folder(path, None, max_batch))
+        return self._obtain(Path(path), None)
 
     # -- loaded copies
 
-    def _obtain(self, key: tuple, load) -> LoadedModel:
+    def _obtain(self, path: Path, adapter: Path | None) -> LoadedModel:
+        """The loaded copy of (path, adapter), shared by every name and folder that leads to it."""
+        key = (str(path.resolve()), str(adapter.resolve()) if adapter else None)
         with self._lock:
             loaded = self._loaded.get(key)
             if loaded is not None:
@@ -137,7 +131,7 @@ class ModelRegistry:
             with self._lock:
                 loaded = self._loaded.get(key)
             if loaded is None:
-                loaded = load()
+                loaded = _load_folder(path, adapter, self.max_batch)
                 with self._lock:
                     self._loaded[key] = loaded
                     self._evict(keep=key)
@@ -160,9 +154,9 @@ class ModelRegistry:
             self._loaded.pop(key).engine.retire()  # requests in flight keep their copy until they finish
 
     def loaded(self) -> list[str]:
-        """Sources of the models in memory, least recently used first."""
+        """Folders of the models in memory, least recently used first."""
         with self._lock:
-            return [m.source for m in self._loaded.values()]
+            return [str(m.folder) for m in self._loaded.values()]
 
     def describe(self) -> list[dict]:
         """What /v1/models lists, without loading anything."""
