@@ -5,9 +5,10 @@ repeated to 50 MB (5 MB with --quick) in a temporary folder, with a fresh
 cache. Reported: seconds for inspect (read, check, write Arrow documents),
 prepare (split, tokenize, pack), both together (target < 60 s on 2 cores), a
 second prepare served by the cache, and the throughput of our prepare step
-in MB of text per second beside raw `tokenizers` `encode_batch` (and
-`encode_batch_fast`, which prepare uses) on the same documents held in memory:
-the speed a pipeline around this tokenizer cannot beat by much.
+in MB of text per second beside the fastest raw `tokenizers` call,
+`encode_batch_fast` (no offsets; the one prepare makes), on the same documents
+held in memory: the speed a pipeline around this tokenizer cannot beat. Plain
+`encode_batch` (with offsets) is shown beside it.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ import time
 from pathlib import Path
 
 NAME = "data_prep"
-DESCRIPTION = "corpus inspect + prepare of 50 MB with a 6400 vocab, vs raw tokenizers encode_batch"
-HEADLINE = ["prepare MB/s", "raw encode_batch MB/s", "end-to-end s", "within target"]
+DESCRIPTION = "corpus inspect + prepare of 50 MB with a 6400 vocab, vs the fastest raw tokenizers call"
+HEADLINE = ["prepare / raw encode_batch_fast", "prepare MB/s", "raw encode_batch_fast MB/s", "end-to-end s",
+            "within target"]
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
 TARGET_SECONDS = 60.0
 MB = 1e6
@@ -93,7 +95,7 @@ def run(quick: bool = False) -> dict:
                 raw_tokens += sum(len(e.ids) for e in encode(texts[i:i + 1000], add_special_tokens=False))
             raw[name] = time.perf_counter() - start
             assert raw_tokens == corpus.stats.tokens, (raw_tokens, corpus.stats.tokens)
-        raw_s = raw["encode_batch"]
+        raw_s = raw["encode_batch_fast"]
 
     total = inspect_s + prepare_s
     rows = [
@@ -101,16 +103,18 @@ def run(quick: bool = False) -> dict:
         {"step": "prepare: split, tokenize, pack, write rows", "seconds": prepare_s, "MB/s": text_mb / prepare_s},
         {"step": "inspect + prepare (end to end)", "seconds": total, "MB/s": size_mb / total},
         {"step": "prepare again (from the cache)", "seconds": cached_s, "MB/s": size_mb / cached_s},
-        {"step": "raw tokenizers encode_batch (reference)", "seconds": raw_s, "MB/s": text_mb / raw_s},
-        {"step": "raw tokenizers encode_batch_fast (no offsets; what prepare calls)",
-         "seconds": raw["encode_batch_fast"], "MB/s": text_mb / raw["encode_batch_fast"]},
+        {"step": "raw tokenizers encode_batch_fast (reference: no offsets, the call prepare makes)",
+         "seconds": raw_s, "MB/s": text_mb / raw_s},
+        {"step": "raw tokenizers encode_batch (with offsets)", "seconds": raw["encode_batch"],
+         "MB/s": text_mb / raw["encode_batch"]},
     ]
     summary = {
         "corpus MB": round(size_mb, 1), "documents": stats.documents, "tokens": corpus.stats.tokens,
         "train rows": len(corpus.train), "validation rows": len(corpus.validation),
         "end-to-end s": round(total, 2), "target s": TARGET_SECONDS, "within target": total < TARGET_SECONDS,
-        "prepare MB/s": round(text_mb / prepare_s, 2), "raw encode_batch MB/s": round(text_mb / raw_s, 2),
-        "raw encode_batch_fast MB/s": round(text_mb / raw["encode_batch_fast"], 2),
+        "prepare / raw encode_batch_fast": round(raw_s / prepare_s, 3),
+        "prepare MB/s": round(text_mb / prepare_s, 2), "raw encode_batch_fast MB/s": round(text_mb / raw_s, 2),
+        "raw encode_batch MB/s": round(text_mb / raw["encode_batch"], 2),
         "cached prepare s": round(cached_s, 3), "tokenizer training s (6400 vocab, shared corpora)":
             round(train_seconds, 1),
         **{f"chars/token {name} (6400 vocab)": round(v, 3) for name, v in per_corpus.items()},

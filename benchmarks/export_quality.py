@@ -1,12 +1,13 @@
 """Export quality: every export format of one model, by size, held-out perplexity and decode speed.
 
-The model is `--model DIR` when given. Otherwise a stand-in is built once and
-cached in `.cache/export_quality/`: the `small` preset shape (25.8M parameters)
-with a 6400-token BPE trained on 20k Tang poems, pretrained for 300 steps
-(--steps N to change; 30 with --quick) of 4 x 128 tokens on those poems.
-It is far from converged, so its perplexity is high; read the deltas.
-
-Held-out text: 300 Tang poems the stand-in never saw (cut to 20k characters).
+The model is the shipped MiniMind-Tang (checkpoints/minimind-tang), scored on the
+held-out poems that ship beside it (heldout_sample.jsonl: poems it never trained on,
+cut to 20k characters), so the deltas are those of a trained model users export.
+`--model DIR` exports another folder (held-out text: its heldout_sample.jsonl when it
+has one, else the last 300 poems of ../shared's Tang corpus); `--stand-in` exports the
+`small`-shape model of decode_throughput instead (build_stand_in: 25.8M parameters, a
+6400-token BPE on 20k Tang poems, 300 steps of 4 x 128 tokens; --steps N to change, 30
+with --quick), cached in `.cache/export_quality/`.
 Decode speed is greedy, batch 1, 64 new tokens after a 9-token prompt, the
 median of 5 runs (1 with --quick) taken in turn across all decoders so that
 load from other processes hits them alike: our PyTorch path is `model.generate` on the model as
@@ -80,9 +81,19 @@ def build_stand_in(steps: int) -> Path:
     return folder
 
 
-def held_out(limit: int = 20000) -> list[str]:
+SHIPPED = ROOT / "checkpoints" / "minimind-tang"
+
+
+def held_out(folder: Path | None = None, limit: int = 20000) -> list[str]:
+    """Held-out documents, cut to `limit` characters: the folder's shipped held-out sample when
+    it has one, else the last 300 poems of the shared Tang corpus."""
+    sample = folder / "heldout_sample.jsonl" if folder is not None else None
+    if sample is not None and sample.is_file():
+        poems = [json.loads(line)["text"] for line in sample.read_text(encoding="utf-8").splitlines() if line.strip()]
+    else:
+        poems = _poems()[-300:]
     docs, total = [], 0
-    for poem in _poems()[-300:]:
+    for poem in poems:
         docs.append(poem[:limit - total])
         total += len(docs[-1])
         if total >= limit:
@@ -135,7 +146,7 @@ def llama_cpp_decoder(llm, prompt: list[int]):
     return once
 
 
-def run(quick: bool = False, model: str | None = None, steps: int | None = None) -> dict:
+def run(quick: bool = False, model: str | None = None, steps: int | None = None, stand_in: bool = False) -> dict:
     import torch
     from transformers.utils import logging as hf_logging
 
@@ -149,13 +160,15 @@ def run(quick: bool = False, model: str | None = None, steps: int | None = None)
     except ImportError:
         Llama = None
     steps = steps or (30 if quick else 300)
-    folder = Path(model) if model else build_stand_in(steps)
-    eval_docs = held_out()
+    folder = build_stand_in(steps) if stand_in else Path(model) if model else SHIPPED
+    eval_docs = held_out(folder)
+    eval_name = ("the held-out sample shipped with the model" if (folder / "heldout_sample.jsonl").is_file()
+                 else "300 held-out Tang poems")
     src = load_source(folder)
     reference = make_reference(src.model, src.tokenizer, eval_docs)
     start = time.perf_counter()
     results = export_many(folder, FORMATS, CACHE / "exports" / folder.name, eval_text=eval_docs,
-                          eval_name="300 held-out Tang poems", overwrite=True)
+                          eval_name=eval_name, overwrite=True)
     export_seconds = time.perf_counter() - start
 
     source_mb = sum(p.stat().st_size for p in folder.glob("*.safetensors")) / 2**20
@@ -196,8 +209,9 @@ def run(quick: bool = False, model: str | None = None, steps: int | None = None)
             row["llama.cpp tok/s"] = NEW_TOKENS / seconds["llama.cpp " + row["format"]]
 
     by = {row["format"]: row for row in rows}
-    summary = {"model": str(folder), "threads": torch.get_num_threads(), "export+verify seconds": export_seconds,
-               "source perplexity": reference.eval.perplexity}
+    shown = folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder.name
+    summary = {"model": str(shown), "held-out text": eval_name, "threads": torch.get_num_threads(),
+               "export+verify seconds": export_seconds, "source perplexity": reference.eval.perplexity}
     for fmt in ("int8", "bnb-8bit", "bnb-nf4", "gguf-q8_0"):
         if isinstance(by.get(fmt, {}).get("ppl delta %"), float):
             summary[f"{fmt} ppl delta %"] = by[fmt]["ppl delta %"]
@@ -209,13 +223,14 @@ def run(quick: bool = False, model: str | None = None, steps: int | None = None)
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="a 30-step stand-in and one timing run")
-    parser.add_argument("--model", default=None, help="MiniMind model folder to export instead of the stand-in")
+    parser.add_argument("--quick", action="store_true", help="one timing run (and a 30-step stand-in)")
+    parser.add_argument("--model", default=None, help="MiniMind model folder to export instead of MiniMind-Tang")
+    parser.add_argument("--stand-in", action="store_true", help="export the small-shape stand-in instead")
     parser.add_argument("--steps", type=int, default=None, help="train the stand-in this many steps (default 300)")
     args = parser.parse_args()
     from benchmarks._harness import print_result
 
-    result = run(args.quick, args.model, args.steps)
+    result = run(args.quick, args.model, args.steps, args.stand_in)
     print_result(result)
 
 
