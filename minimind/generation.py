@@ -381,13 +381,21 @@ class _GuardEachBeam:
 
     def __init__(self, guard, prompt_length: int, max_new_tokens: int):
         self.guard, self.prompt_length, self.max_new_tokens = guard, prompt_length, max_new_tokens
+        self.states = {(): guard.start}  # tokens written -> state; each beam extends a prefix seen last step
+
+    def _state(self, tokens: tuple):
+        known = len(tokens)
+        while tokens[:known] not in self.states:  # the longest prefix already seen (one step back, usually)
+            known -= 1
+        state = self.states[tokens[:known]]
+        for end in range(known + 1, len(tokens) + 1):
+            state = self.states[tokens[:end]] = self.guard.advance(state, tokens[end - 1])
+        return state
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         written = input_ids.shape[1] - self.prompt_length
         for row, tokens in enumerate(input_ids[:, self.prompt_length:].tolist()):
-            state = self.guard.start
-            for token in tokens:
-                state = self.guard.advance(state, token)
+            state = self._state(tuple(tokens))
             allowed = self.guard.allowed(state, self.max_new_tokens - written)
             if allowed is not None:
                 scores[row] = scores[row].masked_fill(~allowed[:scores.shape[1]].to(scores.device), float("-inf"))

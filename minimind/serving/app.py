@@ -24,7 +24,7 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
 from ..errors import MiniMindError, SamplingError
-from ..generation import (Generation, SamplingParams, chat, check_length, complete, context_size, encode_chat,
+from ..generation import (Generation, chat, check_length, complete, context_size, encode_chat,
                           longest_token)
 from ..inference import LoadedModel, ModelRegistry
 from .guards import DEFAULT_MAX_REQUEST_BYTES, BodyLimit, bearer_token, parse_json, same_secret
@@ -180,7 +180,7 @@ def _start(loaded: LoadedModel, req: GenerationRequest, is_chat: bool) -> Genera
     """Check the request against the model (context) and create its Generation (no decoding yet)."""
     model, tokenizer, engine = loaded.model, loaded.tokenizer, loaded.engine
     try:
-        params = SamplingParams.from_model(loaded.folder, **req.sampling)
+        params = loaded.sampling.replace(**req.sampling)
         if not req.max_tokens_given:  # a default answer length: whatever room the context leaves, capped
             # (this tokenizes the prompt before chat/complete check it: bound it by its length first)
             check_length(req.messages if is_chat else [{"content": req.prompt}], context_size(model),

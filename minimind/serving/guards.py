@@ -66,11 +66,8 @@ class BodyLimit:
         self.refusal = too_large(max_bytes)
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or not self.applies(scope.get("path", "")):
-            return await self.app(scope, receive, send)
-        declared = _content_length(scope)
-        if declared is not None and declared > self.max_bytes:
-            return await send_json(send, 413, self.refusal.body())
+        if await _passed_or_refused(self, scope, receive, send):
+            return
         chunks, size, more = [], 0, True
         while more:
             message = await receive()
@@ -119,11 +116,8 @@ class StreamLimit:
         self.inspect = inspect
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or not self.applies(scope.get("path", "")):
-            return await self.app(scope, receive, send)
-        declared = _content_length(scope)
-        if declared is not None and declared > self.max_bytes:
-            return await send_json(send, 413, self.refusal.body())
+        if await _passed_or_refused(self, scope, receive, send):
+            return
         feed = self.inspect(scope) if self.inspect else None
         size, refused, started = 0, False, False
 
@@ -150,6 +144,19 @@ class StreamLimit:
             await send(message)
 
         return await self.app(scope, counted, guarded)
+
+
+async def _passed_or_refused(guard, scope, receive, send) -> bool:
+    """What both size guards do first: pass a request they do not guard straight to the app, and
+    refuse one whose declared Content-Length is already too large. True when it is handled."""
+    if scope["type"] != "http" or not guard.applies(scope.get("path", "")):
+        await guard.app(scope, receive, send)
+        return True
+    declared = _content_length(scope)
+    if declared is not None and declared > guard.max_bytes:
+        await send_json(send, 413, guard.refusal.body())
+        return True
+    return False
 
 
 def _content_length(scope) -> int | None:
