@@ -1,20 +1,32 @@
 """Byte-level BPE tokenizers trained with `tokenizers`, saved as Hugging Face folders.
 
 Byte-level means every string round-trips exactly (any Unicode, emoji, whitespace
-runs): text is mapped to bytes before BPE, and decoding maps bytes back. The
-saved folder (`tokenizer.json` + `tokenizer_config.json` with the ChatML chat
+runs): text is mapped to bytes before BPE, and decoding maps bytes back.
+`TokenizerReport.byte_fallback_share` says how much of a text goes through byte
+pieces rather than whole-character tokens (a 6400-entry BPE on the Tang poems:
+1.8 % of held-out characters). With `min_char_count` > 0, every character seen
+that often is kept whole (one token, in any context) even where BPE's merge budget
+would leave it in pieces. It is off by default because it was measured to cost
+more than it gives on a CPU budget: on the Tang poems it grows the vocabulary from
+6400 to 10,220, the output layer of a small model costs that much more per token,
+and held-out BPC after 10 minutes was 7.09 against 6.93 without it
+(benchmarks/NOTES.md, "Tokenizer"). The saved folder (`tokenizer.json` + `tokenizer_config.json` with the ChatML chat
 template) loads with `AutoTokenizer.from_pretrained`.
 """
 
 from __future__ import annotations
 
+import json
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+from .inference.utf8 import bytes_to_unicode
 
 PAD, BOS, EOS = "<|pad|>", "<|startoftext|>", "<|endoftext|>"
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
@@ -46,15 +58,28 @@ class TokenizerReport:
     seconds: float
     characters: int
     tokens: int
+    fallback_characters: int = 0   # characters encoded through byte pieces, not a whole token
+
+    @property
+    def byte_fallback_share(self) -> float:
+        return self.fallback_characters / max(self.characters, 1)
 
     @property
     def chars_per_token(self) -> float:
         return self.characters / max(self.tokens, 1)
 
 
+# > 0: a character seen this often in the training text gets a token of its own (off by
+# default: measured slower to learn from per CPU-minute, see the module docstring).
+MIN_CHAR_COUNT = 0
+
+
 def build_tokenizer(texts: Iterable[str], vocab_size: int = 6400, min_frequency: int = 2,
-                    model_max_length: int = 2048) -> PreTrainedTokenizerFast:
-    """Train a byte-level BPE on `texts` and wrap it with our special tokens and chat template."""
+                    model_max_length: int = 2048, min_char_count: int = MIN_CHAR_COUNT) -> PreTrainedTokenizerFast:
+    """Train a byte-level BPE on `texts` and wrap it with our special tokens and chat template.
+
+    `vocab_size` is the BPE's budget; with `min_char_count` > 0, characters seen at least
+    that often that BPE left in pieces are then added whole, so the vocabulary can end larger."""
     if vocab_size < 256 + len(SPECIAL_TOKENS) + 1:
         raise ValueError(f"vocab_size must be at least {256 + len(SPECIAL_TOKENS) + 1} "
                          "(256 byte symbols + special tokens + one merge)")
@@ -64,8 +89,79 @@ def build_tokenizer(texts: Iterable[str], vocab_size: int = 6400, min_frequency:
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=SPECIAL_TOKENS,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    core.train_from_iterator(texts, trainer=trainer)
+    counts: Counter = Counter()
+
+    def counted(items: Iterable[str]) -> Iterator[str]:
+        for text in items:
+            counts.update(text)
+            yield text
+
+    core.train_from_iterator(counted(texts), trainer=trainer)
+    if min_char_count > 0:
+        core = _with_whole_characters(core, [c for c, n in counts.most_common() if n >= min_char_count])
     return wrap(core, model_max_length)
+
+
+def _with_whole_characters(core: Tokenizer, characters: list[str]) -> Tokenizer:
+    """`core` with one token for each of `characters`, whole in any context.
+
+    Two steps. (1) Learned merges whose result straddles a character boundary (the last byte of
+    one Chinese character with the first of the next) are dropped, with every merge built on
+    them: they would take a character's bytes away from its own token in context. (2) For a
+    character still split, the merges that join its pieces are appended after every learned merge."""
+    data = json.loads(core.to_str())
+    _drop_straddling_merges(data)
+    core = Tokenizer.from_str(json.dumps(data))
+    to_unicode = bytes_to_unicode()
+    vocab, merges = data["model"]["vocab"], data["model"]["merges"]
+    string_merges = bool(merges) and isinstance(merges[0], str)
+    next_id = 1 + max([*vocab.values(), *(t["id"] for t in data.get("added_tokens", []))])
+    for char in characters:
+        symbol = "".join(to_unicode[b] for b in char.encode("utf-8"))
+        if symbol in vocab:
+            continue
+        pieces = [piece.value for piece in core.model.tokenize(symbol)]
+        joined = pieces[0]
+        for piece in pieces[1:]:
+            merges.append(f"{joined} {piece}" if string_merges else [joined, piece])
+            joined += piece
+            if joined not in vocab:
+                vocab[joined], next_id = next_id, next_id + 1
+    return Tokenizer.from_str(json.dumps(data))
+
+
+def _drop_straddling_merges(data: dict) -> None:
+    """Remove (in place) merges whose result is neither whole characters nor the leading bytes of
+    one character, and the merges and vocabulary entries that depend on them; ids are renumbered
+    in their old order."""
+    to_byte = {char: byte for byte, char in bytes_to_unicode().items()}
+    vocab, merges = data["model"]["vocab"], data["model"]["merges"]
+    string_merges = bool(merges) and isinstance(merges[0], str)
+    dropped: set[str] = set()
+    kept = []
+    for merge in merges:
+        left, right = merge.split(" ", 1) if string_merges else merge
+        result = left + right
+        if left in dropped or right in dropped or not _character_aligned(bytes(to_byte[c] for c in result)):
+            dropped.add(result)
+        else:
+            kept.append(merge)
+    data["model"]["merges"] = kept
+    order = sorted((index, token) for token, index in vocab.items() if token not in dropped)
+    data["model"]["vocab"] = {token: new for new, (_, token) in enumerate(order)}
+    for added in data.get("added_tokens", []):
+        added["id"] = data["model"]["vocab"].get(added["content"], added["id"])
+
+
+def _character_aligned(data: bytes) -> bool:
+    """Whole UTF-8 characters, or the first bytes of a single character."""
+    if _is_utf8(data):
+        return True
+    lead = data[0]
+    if lead < 0xC0 or any(not 0x80 <= b < 0xC0 for b in data[1:]):
+        return False
+    length = 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+    return len(data) < length
 
 
 def wrap(core: Tokenizer, model_max_length: int = 2048) -> PreTrainedTokenizerFast:
@@ -90,17 +186,19 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerFast:
 
 
 def train_tokenizer(files: list[str | Path], vocab_size: int = 6400, out_dir: str | Path | None = None,
-                    text_field: str | None = None, min_frequency: int = 2) -> tuple[PreTrainedTokenizerFast, TokenizerReport]:
+                    text_field: str | None = None, min_frequency: int = 2,
+                    min_char_count: int = MIN_CHAR_COUNT) -> tuple[PreTrainedTokenizerFast, TokenizerReport]:
     """Train on the text of `files` (txt/md lines, or a text field of JSONL/JSON/CSV/parquet records).
 
     Returns the tokenizer and a report with training time and chars/token on the same files.
     """
     start = time.perf_counter()
-    tokenizer = build_tokenizer(iter_texts(files, text_field=text_field), vocab_size, min_frequency)
+    tokenizer = build_tokenizer(iter_texts(files, text_field=text_field), vocab_size, min_frequency,
+                                min_char_count=min_char_count)
     seconds = time.perf_counter() - start
-    chars, tokens = measure(tokenizer, iter_texts(files, text_field=text_field))
+    chars, tokens, fallback = measure(tokenizer, iter_texts(files, text_field=text_field))
     path = str(save_tokenizer(tokenizer, out_dir)) if out_dir else ""
-    return tokenizer, TokenizerReport(path, len(tokenizer), seconds, chars, tokens)
+    return tokenizer, TokenizerReport(path, len(tokenizer), seconds, chars, tokens, fallback)
 
 
 def iter_texts(files: list[str | Path], text_field: str | None = None, kind: str = "auto") -> Iterator[str]:
@@ -111,13 +209,52 @@ def iter_texts(files: list[str | Path], text_field: str | None = None, kind: str
     return corpus_texts(files, text_field=text_field, kind=kind)
 
 
-def measure(tokenizer: PreTrainedTokenizerFast, texts: Iterable[str], batch: int = 1000) -> tuple[int, int]:
-    """(characters, tokens) over `texts`, encoded in batches."""
-    chars = tokens = 0
+def measure(tokenizer: PreTrainedTokenizerFast, texts: Iterable[str], batch: int = 1000) -> tuple[int, int, int]:
+    """(characters, tokens, characters spelled with byte pieces) over `texts`, encoded in batches."""
+    token_bytes = _token_bytes(tokenizer)
+    chars = tokens = fallback = 0
     for chunk in _batched(texts, batch):
         chars += sum(len(t) for t in chunk)
-        tokens += sum(len(ids) for ids in tokenizer(chunk, add_special_tokens=False)["input_ids"])
-    return chars, tokens
+        for ids in tokenizer(chunk, add_special_tokens=False)["input_ids"]:
+            tokens += len(ids)
+            fallback += _fallback_characters(ids, token_bytes)
+    return chars, tokens, fallback
+
+
+def _token_bytes(tokenizer: PreTrainedTokenizerFast) -> list[bytes | None]:
+    """Each id's bytes (None for special tokens)."""
+    to_byte = {char: byte for byte, char in bytes_to_unicode().items()}
+    table: list[bytes | None] = [None] * len(tokenizer)
+    for token, index in tokenizer.get_vocab().items():
+        if index < len(table) and all(ch in to_byte for ch in token):
+            table[index] = bytes(to_byte[ch] for ch in token)
+    return table
+
+
+def _fallback_characters(ids: list[int], token_bytes: list) -> int:
+    """Characters of an encoded text that no single token holds whole: each run of tokens that
+    are not complete UTF-8 on their own is decoded and its characters counted."""
+    count, run = 0, b""
+    for index in ids:
+        piece = token_bytes[index] if index < len(token_bytes) else None
+        whole = piece is None or _is_utf8(piece)
+        if not whole:
+            run += piece
+            continue
+        if run:
+            count += len(run.decode("utf-8", errors="replace"))
+            run = b""
+    if run:
+        count += len(run.decode("utf-8", errors="replace"))
+    return count
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
 
 
 def _batched(items: Iterable[str], n: int) -> Iterator[list[str]]:

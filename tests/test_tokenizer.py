@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers import AutoTokenizer
 
-from minimind.tokenizer import IM_END, IM_START, SPECIAL_TOKENS, train_tokenizer
+from minimind.tokenizer import IM_END, IM_START, SPECIAL_TOKENS, build_tokenizer, measure, train_tokenizer
 from helpers import ROOT, SAMPLE_TEXTS
 
 
@@ -60,6 +60,9 @@ def test_train_from_jsonl_and_txt_files(tmp_path):
     txt.write_text("\n".join(SAMPLE_TEXTS[3:6] * 10), encoding="utf-8")
     tok, report = train_tokenizer([jsonl, txt], vocab_size=400, out_dir=tmp_path / "tok", min_frequency=1)
     assert len(tok) == 400 and report.tokens > 0 and report.chars_per_token > 1.0
+    assert report.byte_fallback_share > 0  # a 400-entry BPE leaves Chinese characters in byte pieces
+    whole, report = train_tokenizer([jsonl, txt], vocab_size=400, min_frequency=1, min_char_count=3)
+    assert len(whole) > 400 and report.byte_fallback_share == 0.0  # each character here is seen 3+ times
     assert (tmp_path / "tok" / "tokenizer.json").is_file()
 
 
@@ -76,3 +79,24 @@ def test_cli_trains_and_encodes(tmp_path):
     assert encoded.returncode == 0 and "tokens" in encoded.stdout
     helped = run("--help")
     assert "tokenizer" in helped.stdout
+
+
+def test_characters_seen_three_times_are_kept_whole_past_the_bpe_budget():
+    """A 300-entry BPE cannot give each of these Chinese characters a token; the tokenizer adds
+    one for every character seen at least 3 times, and the report counts the characters that
+    still go through byte pieces (here only the one seen once)."""
+    poems = SAMPLE_TEXTS[:3] * 3
+    seen = {ch for text in poems for ch in text}
+    tok = build_tokenizer(poems, vocab_size=300, min_frequency=1, min_char_count=3)
+    bare = build_tokenizer(poems, vocab_size=300, min_frequency=1)
+    assert len(bare) == 300 and len(tok) > 300
+    split_by_bpe = [ch for ch in seen if len(bare(ch, add_special_tokens=False)["input_ids"]) > 1]
+    assert split_by_bpe, "the test needs characters the bare BPE leaves in pieces"
+    for text in poems:
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        assert len(ids) <= len(text) and tok.decode(ids) == text
+    assert all(len(tok(ch, add_special_tokens=False)["input_ids"]) == 1 for ch in seen)
+    rare = "龘"  # never seen: its three bytes stay byte pieces
+    chars, tokens, fallback = measure(tok, [poems[0] + rare])
+    assert fallback == 1 and chars == len(poems[0]) + 1
+    assert tok.decode(tok(rare, add_special_tokens=False)["input_ids"]) == rare

@@ -22,6 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--text-field", default=None,
                    help="record field holding the text (default: 'text' or 'content')")
     t.add_argument("--min-frequency", type=int, default=2, help="a pair must occur this often to be merged")
+    t.add_argument("--min-char-count", type=int, default=0,
+                   help="> 0: every character seen this often gets a token of its own (the vocabulary can "
+                        "then end larger than --vocab-size)")
     e = sub.add_parser("encode", help="show the tokens of a piece of text")
     e.add_argument("--tokenizer", required=True, help="tokenizer or model folder")
     e.add_argument("text", help="text to encode")
@@ -32,10 +35,12 @@ def run(args) -> int:
 
     if args.action == "train":
         _, report = train_tokenizer(args.files, args.vocab_size, out_dir=args.out,
-                                    text_field=args.text_field, min_frequency=args.min_frequency)
+                                    text_field=args.text_field, min_frequency=args.min_frequency,
+                                    min_char_count=args.min_char_count)
         print(f"saved {report.path}: vocab {report.vocab_size}, trained in {report.seconds:.1f}s, "
               f"{report.characters:,} chars -> {report.tokens:,} tokens "
-              f"({report.chars_per_token:.2f} chars/token)")
+              f"({report.chars_per_token:.2f} chars/token; byte-fallback share "
+              f"{100 * report.byte_fallback_share:.2f} % of characters)")
         return 0
     tok = load_tokenizer(args.tokenizer)
     ids = tok(args.text, add_special_tokens=False)["input_ids"]
