@@ -70,7 +70,8 @@ def _trainer_defaults(model, device: str = "cpu"):
     from minimind.training.precision import Precision, bf16_supported
 
     kind = device.split(":")[0]
-    cfg = TrainConfig.from_dict({"data": {"files": ["corpus.txt"]}}).resolved(kind, bf16_supported(device))
+    cfg = TrainConfig.from_dict({"data": {"files": ["corpus.txt"]}, "model": {"preset": "small"}}).resolved(
+        kind, bf16_supported(device))
     precision = Precision(cfg.precision, kind)
     optimizer = _optimizer(model, cfg, device)
     layers = _compile_layers(model, cfg, MIN_STEPS_TO_COMPILE, lambda _msg: None)

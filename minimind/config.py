@@ -105,6 +105,13 @@ class MiniMindConfig(PretrainedConfig):
 
 
 PRESETS: dict[str, dict] = {
+    # pico: 1.6M parameters (tied, vocab 6400): d=128, 4 layers, 4 query / 2 kv heads of 32,
+    # FFN 352. What a few CPU-minutes train best (training/sizing.py chooses it for them).
+    "pico": dict(hidden_size=128, intermediate_size=352, num_hidden_layers=4,
+                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024),
+    # micro: 2.8M parameters (tied, vocab 6400): d=192, 4 layers, 3 query / 1 kv heads, FFN 512.
+    "micro": dict(hidden_size=192, intermediate_size=512, num_hidden_layers=4,
+                  num_attention_heads=3, num_key_value_heads=1, max_position_embeddings=1024),
     # nano: 4.6M parameters (tied embeddings, vocab 6400): d=256, 4 layers, 4 query / 2 kv heads,
     # FFN 704. CPU demos and tests.
     "nano": dict(hidden_size=256, intermediate_size=704, num_hidden_layers=4,
@@ -119,7 +126,7 @@ PRESETS: dict[str, dict] = {
     # base: 80.4M parameters (tied, vocab 6400): d=768, 12 layers, 12 query / 4 kv heads, FFN 2048.
     "base": dict(hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
                  num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=4096),
-    # small-moe: 77.7M parameters in all, 43.1M active per token: the small shape with
+    # small-moe: 77.8M parameters in all, 43.1M active per token: the small shape with
     # 4 SwiGLU experts per layer, top-2 routing and a load-balancing loss.
     "small-moe": dict(hidden_size=512, intermediate_size=1408, num_hidden_layers=8,
                       num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=2048,

@@ -97,6 +97,22 @@ def run_summary(run_dir: Path | None) -> dict:
             "evals": [(e["step"], round(e["val_loss"], 4), round(e.get("val_bpc") or 0, 4)) for e in evals]}
 
 
+def context_windows(model, tokenizer, documents: list[str], trained: int) -> list[tuple[int, float]]:
+    """(window, held-out BPC) at the training row length and at 2x and 4x it: what the card's
+    "context" claim rests on (tests/test_context.py re-checks the declared one)."""
+    return [(window, evaluate_documents(model, tokenizer, documents, context=window).bpc)
+            for window in (trained, 2 * trained, 4 * trained)]
+
+
+def context_lines(config, windows: list[tuple[int, float]], sample_name: str) -> list[str]:
+    trained, base = windows[0]
+    longer = ", ".join(f"{w} tokens {b:.3f} ({100 * (b / base - 1):+.0f} %)" for w, b in windows[1:])
+    return [f"**Context: {config.max_position_embeddings} tokens**, the length of its pretraining rows "
+            f"(`max_position_embeddings` in config.json). Held-out BPC of `{sample_name}` scored in windows of "
+            f"{trained} tokens: {base:.3f}; in longer windows, which it never saw in training: {longer}. "
+            "A chat that outgrows the context drops its oldest turns; a longer prompt is refused.", ""]
+
+
 def form_accuracy(model, tokenizer, n: int = 30) -> tuple[int, int, list[tuple[str, str]]]:
     """How often a request for a named form gets a poem of that form (held-out titles, seeded)."""
     _, held = tang_split()
@@ -135,6 +151,7 @@ def main() -> None:
     model, tokenizer = load_model(args.out), load_tokenizer_for(args.out)
     full = evaluate_documents(model, tokenizer, held, context=EVAL_CONTEXT)
     fast = evaluate_documents(model, tokenizer, sample_documents(sample_path), context=EVAL_CONTEXT)
+    windows = context_windows(model, tokenizer, sample_documents(sample_path), EVAL_CONTEXT)
     pre = run_summary(args.pretrain_run)
     sft = run_summary(args.sft_run)
     if args.kind == "tang":
@@ -150,7 +167,7 @@ def main() -> None:
     size_mb = (args.out / "model.safetensors").stat().st_size / 2**20
     params = sum(p.numel() for p in model.parameters())
     card = render_card(args.kind, args, model.config, params, size_mb, len(tokenizer), full, fast, sample_path.name,
-                       pre, sft, samples, right, total)
+                       pre, sft, samples, right, total, windows)
     (args.out / "README.md").write_text(card, encoding="utf-8")
     print(json.dumps({"out": str(args.out), "size_mb": round(size_mb, 2), "heldout_bpc": full.bpc,
                       "sample_bpc": fast.bpc, "form_accuracy": [right, total],
@@ -158,7 +175,7 @@ def main() -> None:
 
 
 def render_card(kind, args, config, params, size_mb, vocab, full, fast, sample_name, pre, sft, samples,
-                right, total) -> str:
+                right, total, windows) -> str:
     tang = kind == "tang"
     name = "MiniMind-Tang" if tang else "MiniMind-Shakespeare"
     header = {
@@ -229,6 +246,7 @@ def render_card(kind, args, config, params, size_mb, vocab, full, fast, sample_n
               f"{full.perplexity:.2f} | **{full.bpc:.4f}** |",
               f"| `{sample_name}` (shipped, used by the test) | {fast.characters:,} | {fast.loss:.4f} | "
               f"{fast.perplexity:.2f} | {fast.bpc:.4f} |", ""]
+    lines += context_lines(config, windows, sample_name)
     if tang and total:
         lines += [f"Form check: asked for a named form (五言/七言 绝句/律诗) with {total} held-out titles, "
                   f"{right} answers had exactly that form ({100 * right / total:.0f}%).", ""]

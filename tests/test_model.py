@@ -2,6 +2,8 @@
 
 import threading
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -220,5 +222,15 @@ def test_text_iterator_streamer_streams_the_generated_text(tiny_model, tokenizer
     assert streamed == expected
 
 
-def test_presets_cover_the_documented_names():
-    assert set(PRESETS) == {"nano", "mini", "small", "base", "small-moe"}
+def test_presets_are_the_documented_ones_with_their_sizes():
+    """The README's preset table names every preset and its parameter count (vocab 6400)."""
+    import re
+
+    from minimind.training.sizing import parameter_count
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("| preset | shape | parameters |")[1].split("\n\n")[0]
+    table = dict(re.findall(r"^\| `([a-z-]+)` \|.*\| ([\d.]+)M", section, flags=re.M))
+    assert set(PRESETS) == set(table) == {"pico", "micro", "nano", "mini", "small", "base", "small-moe"}
+    for name, millions in table.items():
+        assert round(parameter_count(name, 6400) / 1e6, 1) == float(millions), name

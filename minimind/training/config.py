@@ -15,7 +15,9 @@ from typing import Any
 
 import yaml
 
+from ..config import PRESETS
 from ..errors import ConfigError
+from .sizing import pretrain_lr
 
 MODES = ("pretrain", "sft", "lora", "qlora")
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
@@ -27,11 +29,12 @@ LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", 
 
 @dataclass
 class ModelSection:
-    preset: str = "nano"                 # size of a new model (pretrain without init_from)
+    preset: str = "auto"                 # size of a new model: auto (from the budget, training/sizing.py) or a preset
     init_from: str = ""                  # model folder to start from (required for sft/lora/qlora)
     overrides: dict = field(default_factory=dict)  # MiniMindConfig fields for a new model
     tokenizer: str = ""                  # tokenizer folder; default: init_from's, else train one
     vocab_size: int = 6400               # vocabulary of a tokenizer trained for a new model
+    min_char_count: int = 0              # > 0: that tokenizer keeps each character seen this often whole
 
 
 @dataclass
@@ -145,8 +148,12 @@ class TrainConfig:
         """A copy with every auto field filled for this mode and device."""
         c = TrainConfig.from_dict(self.to_dict())
         on_gpu = device.startswith("cuda")
-        if c.optim.lr is None:
+        new_model = c.mode == "pretrain" and not c.model.init_from
+        if c.optim.lr is None and new_model and c.model.preset != "auto":
+            c.optim.lr = pretrain_lr(c.model.preset)
+        elif c.optim.lr is None and not new_model:
             c.optim.lr = {"pretrain": 2e-3, "sft": 1e-4, "lora": 1e-3, "qlora": 1e-3}[c.mode]
+        # (a new model of size "auto" gets its learning rate once its size is chosen)
         if c.batch_size is None:
             # Pretraining on a CPU: 4 x 256 tokens per step. A CPU budget buys few steps, and a
             # small model gains more from 4x the updates than from 4x the rows per update
@@ -166,6 +173,9 @@ class TrainConfig:
                 raise ConfigError(msg)
 
         need(self.mode in MODES, f"mode must be one of {', '.join(MODES)} (got {self.mode!r})")
+        need(self.model.min_char_count >= 0, "model.min_char_count must be >= 0 (0 = off)")
+        need(self.model.preset == "auto" or self.model.preset in PRESETS,
+             f"model.preset must be auto or one of {', '.join(PRESETS)} (got {self.model.preset!r})")
         need(self.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}")
         need(self.device in DEVICES, f"device must be one of {', '.join(DEVICES)}")
         need(self.distributed in DISTRIBUTED, f"distributed must be one of {', '.join(DISTRIBUTED)}")

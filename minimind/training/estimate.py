@@ -8,6 +8,7 @@ any weight.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import asdict, dataclass
 
 import torch
@@ -15,7 +16,8 @@ import torch
 from . import distributed as dist
 from .batches import BatchStream
 from .config import TrainConfig
-from .loop import _prepare_data, _prepare_tokenizer, _speed_probe
+from .budget import Budget
+from .loop import _prepare_data, _prepare_tokenizer, _speed_probe, choose_new_model_size
 from .modes import build_model, count_parameters
 from .precision import Precision, bf16_supported, describe, pick_device
 from .run_dir import RunDir
@@ -24,6 +26,7 @@ from .run_dir import RunDir
 @dataclass
 class Estimate:
     device: str             # device and precision, in words
+    preset: str             # the model size (chosen for the budget when it was "auto")
     params: int             # parameters in all
     trainable: int          # parameters that train in this mode
     train_rows: int         # training rows (blocks or examples)
@@ -44,6 +47,8 @@ def estimate(config: TrainConfig, probe_steps: int = 2, scratch: str | None = No
     tokenizer = _prepare_tokenizer(cfg, run, info)
     corpus = _prepare_data(cfg, tokenizer, info)
     precision = Precision(cfg.precision, device)
+    budget = Budget.start(cfg.time_budget_s, time.perf_counter()) if cfg.time_budget_s > 0 else None
+    choose_new_model_size(cfg, tokenizer, corpus, device, precision, info, budget, lambda _msg: None)
     model = build_model(cfg, tokenizer, device, precision.dtype)
     stream = BatchStream(corpus.train, cfg.batch_size, cfg.grad_accum, cfg.seed, tokenizer.pad_token_id)
     model.train()
@@ -53,5 +58,5 @@ def estimate(config: TrainConfig, probe_steps: int = 2, scratch: str | None = No
     trainable, total = count_parameters(model)
     del model
     torch.cuda.empty_cache() if torch.cuda.is_available() else None
-    return Estimate(describe(device, cfg.precision), total, trainable, len(corpus.train),
+    return Estimate(describe(device, cfg.precision), cfg.model.preset, total, trainable, len(corpus.train),
                     int(getattr(corpus.stats, "tokens", 0) or 0), steps, per_step, steps * per_step)

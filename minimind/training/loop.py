@@ -29,7 +29,9 @@ from .modes import ADAPTER_MODES, build_model, count_parameters, trainable_param
 from .perf import flops_per_token, matmul_peak_flops
 from .precision import Precision, bf16_supported, describe, pick_device
 from .run_dir import RunDir, new_run_id
+from .budget import Budget
 from .schedule import default_warmup, lr_at
+from .sizing import choose_preset, parameter_count, pretrain_lr
 
 
 def compute_loss(model, batch: dict) -> torch.Tensor:
@@ -69,6 +71,7 @@ def train(config: TrainConfig, resume: bool = False, progress=None) -> dict:
 
     `progress(step, total, info)` is called after every optimizer step on the main process.
     """
+    started = time.perf_counter()  # a time budget counts from here
     device = pick_device(config.device)
     info, device = dist.init(device)
     run = RunDir(Path(config.run_dir or Path("runs") / new_run_id()))
@@ -80,7 +83,7 @@ def train(config: TrainConfig, resume: bool = False, progress=None) -> dict:
         _start_run_folder(run, cfg, resume)
     try:
         with _StopFlag() as stop:
-            return _train(cfg, run, info, device, resume, stop, progress)
+            return _train(cfg, run, info, device, resume, stop, progress, started)
     except BaseException as err:
         message = str(err) if isinstance(err, MiniMindError) else f"{type(err).__name__}: {err}"
         if info.is_main:
@@ -123,8 +126,9 @@ def _prepare_tokenizer(cfg: TrainConfig, run: RunDir, info):
     if info.is_main:
         run.log(f"training a {cfg.model.vocab_size}-token tokenizer on the corpus")
         _, report = train_tokenizer(cfg.data.files, cfg.model.vocab_size, out_dir=own,
-                                    text_field=cfg.data.text_field)
-        run.log(f"tokenizer: {report.chars_per_token:.2f} chars/token, trained in {report.seconds:.1f}s")
+                                    text_field=cfg.data.text_field, min_char_count=cfg.model.min_char_count)
+        run.log(f"tokenizer: {report.vocab_size} tokens, {report.chars_per_token:.2f} chars/token, "
+                f"byte-fallback share {100 * report.byte_fallback_share:.2f} %, trained in {report.seconds:.1f}s")
     dist.barrier(info)
     return load_tokenizer(own)
 
@@ -145,6 +149,41 @@ def _prepare_data(cfg: TrainConfig, tokenizer, info):
         raise TrainingError("the training split is empty: the corpus is too small for data.seq_len "
                             f"= {cfg.data.seq_len}; add text or lower data.seq_len")
     return corpus
+
+
+def choose_new_model_size(cfg: TrainConfig, tokenizer, corpus, device: str, precision: Precision, info,
+                          budget: Budget | None, log) -> bool:
+    """Fill `model.preset: auto` (and an unset learning rate) of a new model from what the run can
+    afford (training/sizing.py). Returns whether anything was chosen. With a time budget each
+    candidate size is timed by a short speed probe on this device; with a step count or epochs
+    the planned tokens are known without one."""
+    if cfg.mode != "pretrain" or cfg.model.init_from:
+        return False
+    chose = False
+    if cfg.model.preset == "auto":
+        tokens_per_step = cfg.batch_size * cfg.grad_accum * info.world * cfg.data.seq_len
+
+        def planned_tokens(preset: str) -> float:
+            if cfg.max_steps or budget is None:
+                steps = cfg.max_steps or cfg.epochs * BatchStream(
+                    corpus.train, cfg.batch_size, cfg.grad_accum, cfg.seed, tokenizer.pad_token_id,
+                    info.rank, info.world).steps_per_epoch()
+                return steps * tokens_per_step
+            trial = TrainConfig.from_dict({**cfg.to_dict(), "model": {**cfg.to_dict()["model"], "preset": preset}})
+            model = build_model(trial, tokenizer, device, precision.dtype).train()
+            stream = BatchStream(corpus.train, cfg.batch_size, cfg.grad_accum, cfg.seed, tokenizer.pad_token_id,
+                                 info.rank, info.world)
+            per_step = dist.mean(_speed_probe(model, stream, precision, steps=2), info)
+            del model
+            return 0.9 * budget.left(time.perf_counter()) / per_step * tokens_per_step
+
+        choice = choose_preset(planned_tokens, lambda preset: parameter_count(preset, len(tokenizer),
+                                                                               cfg.model.overrides))
+        cfg.model.preset, chose = choice.preset, True
+        log(choice.describe())
+    if cfg.optim.lr is None:
+        cfg.optim.lr, chose = pretrain_lr(cfg.model.preset), True
+    return chose
 
 
 def _optimizer(model, cfg: TrainConfig, device: str):
@@ -201,13 +240,17 @@ def evaluate_split(model, dataset, batch_size: int, limit: int, pad_id: int, pre
     return total / max(count, 1)
 
 
-def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop: _StopFlag, progress):
+def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop: _StopFlag, progress,
+           started: float):
     main = info.is_main
     log = run.log if main else (lambda _msg: None)
     torch.manual_seed(cfg.seed)
     precision = Precision(cfg.precision, device.split(":")[0])
     tokenizer = _prepare_tokenizer(cfg, run, info)
     corpus = _prepare_data(cfg, tokenizer, info)
+    budget = Budget.start(cfg.time_budget_s, started) if cfg.time_budget_s > 0 else None
+    if choose_new_model_size(cfg, tokenizer, corpus, device, precision, info, budget, log) and main:
+        cfg.save(run.config_file)  # a resumed run builds the size chosen now
     model = build_model(cfg, tokenizer, device, precision.dtype)
     base_model = model
 
@@ -240,10 +283,11 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
         log("no complete checkpoint yet: starting from step 0")
 
     max_steps = state.get("max_steps") or cfg.max_steps
-    if not max_steps and cfg.time_budget_s > 0:
+    if budget is not None and checkpoint is not None:
+        budget = Budget.start(cfg.time_budget_s, started, already_used=state.get("elapsed_s", 0.0))
+    if not max_steps and budget is not None:
         per_step = _speed_probe(model, stream, precision)
-        reserve = 0.1 * cfg.time_budget_s  # evaluation and saving
-        max_steps = max(1, int((cfg.time_budget_s - reserve) / per_step))
+        max_steps = max(1, int(0.9 * budget.left(time.perf_counter()) / per_step))  # rough: re-sized from measured steps
         log(f"speed probe: {per_step:.2f}s/step -> {max_steps} steps in {cfg.time_budget_s:.0f}s")
     if not max_steps:
         max_steps = max(1, math.ceil(cfg.epochs * stream.steps_per_epoch()))
@@ -264,9 +308,8 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
 
     warmup, eval_every, save_every, log_every = intervals(max_steps)
     # With a time budget, the probe (eager, before compilation, maybe on a busy machine) only
-    # sizes the run roughly; it is re-sized once from measured steps (see BUDGET_FROM).
-    budget_timing = (cfg.time_budget_s > 0 and not cfg.max_steps and not state.get("budget_checked"))
-    budget_start = (0, 0.0)
+    # sizes the run roughly; it is re-sized from measured steps, evaluations and saves (budget.py).
+    timed = budget is not None and not cfg.max_steps
 
     forward = _Forward(_compile_layers(base_model, cfg, max_steps, log), log)
     trainable, total_params = count_parameters(base_model)
@@ -287,6 +330,7 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
             f"{max_steps} steps of {stream.global_batch} rows x {seq_len} tokens")
 
     def do_eval(step: int) -> dict:
+        eval_start = time.perf_counter()
         loss = evaluate_split(model, corpus.validation, cfg.batch_size, cfg.eval_batches,
                               tokenizer.pad_token_id, precision, device)
         loss = dist.mean(loss, info)
@@ -297,9 +341,19 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
             run.append_metrics(record)
             log("eval step {step}: loss {val_loss:.4f} ppl {val_ppl:.2f}".format(**record)
                 + (f" bpc {record['val_bpc']:.3f}" if "val_bpc" in record else ""))
+        if budget is not None:
+            budget.eval_s = dist.mean(time.perf_counter() - eval_start, info)
         return record
 
     def do_save(step: int) -> Path | None:
+        save_start = time.perf_counter()
+        try:
+            return _save(step)
+        finally:
+            if budget is not None:
+                budget.save_s = time.perf_counter() - save_start
+
+    def _save(step: int) -> Path | None:
         model_sd = _full_model_state(model, base_model, info, cfg)
         optim_sd = _full_optimizer_state(model, optimizer, info, cfg)
         if not main:
@@ -331,6 +385,7 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
     stopped = False
 
     while step < max_steps:
+        step_start = time.perf_counter()
         lr = lr_at(step, max_steps, cfg.optim.lr, warmup, cfg.optim.min_lr_ratio)
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -370,15 +425,19 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
         now = time.perf_counter()
         elapsed = now - run_start
         state["elapsed_s"] = elapsed
-        if budget_timing and step - state_start == BUDGET_FROM:
-            budget_start = (step, now)  # the first steps (compilation) are not typical
-        elif budget_timing and step - state_start > BUDGET_FROM and now - budget_start[1] >= BUDGET_SHARE * cfg.time_budget_s:
-            per_step = dist.mean((now - budget_start[1]) / (step - budget_start[0]), info)  # all ranks agree
-            max_steps = max(step + 1, step + int((0.9 * cfg.time_budget_s - elapsed) / per_step))
-            state["max_steps"], state["budget_checked"], budget_timing = max_steps, True, False
-            warmup, eval_every, save_every, log_every = intervals(max_steps)
-            log(f"measured {per_step:.2f}s/step: run re-sized to {max_steps} steps to fit {cfg.time_budget_s:.0f}s")
-            last = step == max_steps
+        if timed:
+            budget.record_step(dist.mean(now - step_start, info), step - state_start)  # all ranks agree
+            resize = budget.due(evaluated=step % eval_every == 0)
+            if resize or budget.no_time_for_another(now, step % eval_every == 0, step % save_every == 0):
+                left = 0 if not resize else budget.steps_left(now, eval_every, save_every,
+                                                              eval_cost_steps * budget.per_step())
+                max_steps = max(step, step + left) if not last else max_steps
+                state["max_steps"] = max_steps
+                warmup, eval_every, save_every, log_every = intervals(max_steps)
+                if resize:
+                    log(f"measured {budget.per_step():.3f}s/step: run re-sized to {max_steps} steps to end "
+                        f"within {cfg.time_budget_s:.0f}s ({budget.left(now):.0f}s left)")
+                last = step == max_steps
         tokens_per_s = window_tokens / max(now - window_start, 1e-9)
         eta = (max_steps - step) * (now - window_start) / max(window_steps, 1)
         if step % log_every == 0 or last:
@@ -462,9 +521,6 @@ def _clip(params: list, max_norm: float) -> float:
     return float(torch.norm(torch.stack([p.grad.norm() for p in params if p.grad is not None])))
 
 
-# A time-budgeted run is re-sized once from steps timed after BUDGET_FROM (compilation done)
-# over BUDGET_SHARE of the budget.
-BUDGET_FROM, BUDGET_SHARE = 2, 0.05
 # Automatic evaluation intervals keep evaluations to about this share of the training time.
 EVAL_SHARE = 0.05
 MIN_STEPS_TO_COMPILE = 300  # compiling costs ~30 s on a CPU: worth it for longer runs only

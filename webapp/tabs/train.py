@@ -15,6 +15,7 @@ from minimind.config import PRESETS
 from minimind.training import RunDir, TrainConfig
 from minimind.training.estimate import estimate
 from minimind.training.precision import bf16_supported, describe, pick_device
+from minimind.training.sizing import pretrain_lr
 
 from ..context import AppContext, user_errors, without_paths
 from ..i18n import t
@@ -31,7 +32,8 @@ def device_line() -> str:
 
 def base_choices(ctx: AppContext) -> list[tuple[str, str]]:
     """New models by preset, the shipped models, and finished full-model runs."""
-    choices = [(f"new model: {name}", f"new:{name}") for name in PRESETS]
+    choices = [("new model: auto (sized to the steps, training/sizing.py)", "new:auto")]
+    choices += [(f"new model: {name}", f"new:{name}") for name in PRESETS]
     choices += [(label, model_id) for label, model_id, folder in ctx.offered_models()
                 if not (folder / "adapter_config.json").is_file()]
     return choices
@@ -48,7 +50,7 @@ def defaults_for(mode: str):
     resolved = TrainConfig.from_dict({"mode": mode, "max_steps": 1, "data": {"files": ["corpus"]},
                                       "model": {"init_from": init}}).resolved(device, bf16_supported(device))
     steps = 300 if mode == "pretrain" else 100
-    return resolved.optim.lr, steps, resolved.batch_size
+    return resolved.optim.lr or pretrain_lr("nano"), steps, resolved.batch_size  # auto size: lr set when chosen
 
 
 def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr, accum, precision,

@@ -1,0 +1,72 @@
+"""A wall-clock budget for a training run that includes everything the run does.
+
+The clock starts when `train()` is called, so preparing data, probing the speed,
+compiling, evaluating and saving are all inside it, the final evaluation and save
+included. The loop sizes the run from a speed probe, then re-sizes it from measured
+steps, evaluations and saves (after its first steps and after each evaluation), and
+ends early if even one more step would leave no time for the final evaluation and save.
+Times are `time.perf_counter()` values the caller passes in (tests drive a fake clock).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Re-sizing starts after this many steps (the first ones compile) and this share of the budget.
+TIME_FROM_STEP, FIRST_RESIZE_SHARE = 2, 0.05
+# Before a save has been timed, it is guessed to cost this many training steps.
+SAVE_GUESS_STEPS = 3
+
+
+@dataclass
+class Budget:
+    seconds: float            # the whole budget
+    deadline: float           # time.perf_counter() value by which the run is saved and done
+    step_seconds: float = 0.0 # measured training steps (no evaluation or saving) ...
+    timed_steps: int = 0      # ... and how many
+    eval_s: float | None = None
+    save_s: float | None = None
+    resized: bool = False
+
+    @classmethod
+    def start(cls, seconds: float, started: float, already_used: float = 0.0) -> "Budget":
+        """A budget whose clock started at `started`, less what a resumed run used before."""
+        return cls(seconds, started + seconds - already_used)
+
+    def left(self, now: float) -> float:
+        return self.deadline - now
+
+    def per_step(self) -> float | None:
+        return self.step_seconds / self.timed_steps if self.timed_steps else None
+
+    def record_step(self, seconds: float, steps_done: int) -> None:
+        if steps_done > TIME_FROM_STEP:
+            self.step_seconds += seconds
+            self.timed_steps += 1
+
+    def due(self, evaluated: bool) -> bool:
+        """Re-size now? Once FIRST_RESIZE_SHARE of the budget has been timed, then after each evaluation."""
+        if not self.timed_steps:
+            return False
+        if not self.resized:
+            return self.step_seconds >= FIRST_RESIZE_SHARE * self.seconds
+        return evaluated
+
+    def steps_left(self, now: float, eval_every: int, save_every: int, eval_guess_s: float) -> int:
+        """Training steps that fit before the deadline with the evaluations and saves they bring
+        (one of each at the end, and one per interval on the way)."""
+        per_step = self.per_step()
+        eval_s = self.eval_s if self.eval_s is not None else eval_guess_s
+        save_s = self.save_s if self.save_s is not None else SAVE_GUESS_STEPS * per_step
+        per_step_all = per_step + eval_s / max(eval_every, 1) + save_s / max(save_every, 1)
+        self.resized = True
+        return max(0, int((self.left(now) - eval_s - save_s) / per_step_all))
+
+    def no_time_for_another(self, now: float, eval_due: bool, save_due: bool) -> bool:
+        """True when going on (this step's own evaluation and save if due, one more step, then the
+        final evaluation and save) would pass the deadline: this step should be the last."""
+        per_step = self.per_step()
+        if per_step is None:
+            return False
+        eval_s, save_s = self.eval_s or 0.0, self.save_s or 0.0
+        return self.left(now) < eval_due * eval_s + save_due * save_s + per_step + eval_s + save_s

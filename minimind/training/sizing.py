@@ -1,0 +1,74 @@
+"""The size and learning rate of a new model, chosen from what the run can afford on this machine.
+
+A CPU budget buys few tokens. A model too large for them ends under-trained: on the Tang
+poems, two minutes of one core gave held-out 7.88 bits per character at width 128 and
+8.31 at width 256 (`nano`), because the small model trained on twice the tokens
+(benchmarks/NOTES.md, "Model size"). So a new model's size (`model.preset: auto`, the
+default) is the largest size of `LADDER` whose planned training tokens are at least
+`TOKENS_PER_PARAMETER` times its parameters, with the planned tokens measured: the steps a
+time budget buys come from a speed probe of each candidate on this device and precision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from ..config import MiniMindConfig
+
+LADDER = ("pico", "micro", "nano", "mini", "small", "base")
+# Fitted on this hardware (benchmarks/NOTES.md, "Model size"): on the Tang poems at one thread,
+# pico won at 2 minutes (0.6 tokens per parameter) and at 10 minutes (2.6) over micro (1.2);
+# 2 lies between what won and what lost.
+TOKENS_PER_PARAMETER = 2.0
+# Peak pretraining learning rate of a new model: the small sizes train best with more (pico,
+# Tang, 2 minutes: 7.77 BPC at 4e-3 vs 7.88 at 2e-3); the others keep the 2e-3 the shipped
+# models were trained with.
+PRESET_LR = {"pico": 4e-3, "micro": 3e-3}
+DEFAULT_LR = 2e-3
+
+
+@dataclass
+class SizeChoice:
+    preset: str
+    parameters: int
+    planned_tokens: int
+
+    def describe(self) -> str:
+        return (f"model size {self.preset}: {self.parameters / 1e6:.2f}M parameters for ~{self.planned_tokens / 1e6:.2f}M "
+                f"planned tokens ({self.planned_tokens / max(self.parameters, 1):.2f} per parameter; "
+                f"the largest size with at least {TOKENS_PER_PARAMETER:g})")
+
+
+def choose_preset(planned_tokens: Callable[[str], float], parameters: Callable[[str], int],
+                  ladder: tuple = LADDER, ratio: float = TOKENS_PER_PARAMETER) -> SizeChoice:
+    """The largest size in `ladder` with planned_tokens(size) >= ratio * parameters(size); the
+    smallest when none is. Sizes are tried smallest first and the search stops at the first that
+    falls short (bigger ones get fewer tokens for more parameters), so a probe runs at most for
+    one size past the choice."""
+    chosen = None
+    for name in ladder:
+        params, tokens = parameters(name), planned_tokens(name)
+        if tokens < ratio * params and chosen is not None:
+            break
+        chosen = SizeChoice(name, params, int(tokens))
+        if tokens < ratio * params:
+            break
+    return chosen
+
+
+def parameter_count(preset: str, vocab_size: int, overrides: dict | None = None) -> int:
+    """Parameters of a new model of `preset` (tied embeddings counted once), without allocating it."""
+    from ..model import MiniMindForCausalLM
+
+    config = MiniMindConfig.from_preset(preset, vocab_size=vocab_size, **(overrides or {}))
+    with torch.device("meta"):
+        model = MiniMindForCausalLM(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+def pretrain_lr(preset: str) -> float:
+    """Default peak learning rate of a new model of `preset`."""
+    return PRESET_LR.get(preset, DEFAULT_LR)
