@@ -50,6 +50,18 @@ def save_bf16(model_dir: Path, out: Path) -> None:
         shutil.copyfile(gen, out / "generation_config.json")
 
 
+def keep_recipe(out: Path, command: str, **runs: Path | None) -> None:
+    """training/: each run's config.yaml (as the trainer filled and chose it) and the command that
+    rebuilds the model, so the checkpoint says how it was made."""
+    folder = out / "training"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, run in runs.items():
+        if run is not None:
+            shutil.copyfile(RunDir(run).config_file, folder / f"{name}.yaml")
+    if command:
+        (folder / "command.txt").write_text(command + "\n", encoding="utf-8")
+
+
 def heldout_sample(kind: str, out: Path) -> tuple[Path, list[str], list[str]]:
     """A small fixed held-out slice shipped with the model (for the fast test) and the full held-out set."""
     if kind == "tang":
@@ -143,10 +155,12 @@ def main() -> None:
     parser.add_argument("--pretrain-run", type=Path)
     parser.add_argument("--sft-run", type=Path)
     parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--command", default="", help="the command that rebuilds the model (kept with it)")
     args = parser.parse_args()
 
     start = time.perf_counter()
     save_bf16(args.model, args.out)
+    keep_recipe(args.out, args.command, pretrain=args.pretrain_run, sft=args.sft_run)
     sample_path, _, held = heldout_sample(args.kind, args.out)
     model, tokenizer = load_model(args.out), load_tokenizer_for(args.out)
     full = evaluate_documents(model, tokenizer, held, context=EVAL_CONTEXT)

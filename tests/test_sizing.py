@@ -18,13 +18,13 @@ def test_the_largest_size_the_tokens_can_train_is_chosen_and_probing_stops_past_
 
     def planned(name):
         probed.append(name)
-        return 40e6 / (1 + LADDER.index(name))                          # bigger: fewer tokens
+        return 60e6 / (1 + LADDER.index(name))                          # bigger: fewer tokens
 
     choice = choose_preset(planned, params.__getitem__)
-    # pico (40 tokens per parameter) and micro (2.0) qualify at 2, nano (0.13) does not
-    assert choice.preset == "micro" and choice.planned_tokens == 20_000_000
+    # pico (60 tokens per parameter) and micro (3.0) qualify at 2.5, nano (0.2) does not
+    assert choice.preset == "micro" and choice.planned_tokens == 30_000_000
     assert probed == ["pico", "micro", "nano"]
-    assert TOKENS_PER_PARAMETER == 2.0
+    assert TOKENS_PER_PARAMETER == 2.5
 
 
 def test_a_budget_too_small_for_any_size_gets_the_smallest():
@@ -33,7 +33,7 @@ def test_a_budget_too_small_for_any_size_gets_the_smallest():
     assert "pico" in choice.describe()
 
 
-@pytest.mark.parametrize("tokens, expected", [(1e6, "pico"), (6e6, "micro"), (1e7, "nano"), (1e9, "base")])
+@pytest.mark.parametrize("tokens, expected", [(1e6, "pico"), (6e6, "pico"), (8e6, "micro"), (1.2e7, "nano"), (1e9, "base")])
 def test_known_token_counts_map_to_sizes(tokens, expected):
     """With a step count the planned tokens do not depend on the size (no probe is needed)."""
     choice = choose_preset(lambda name: tokens, lambda name: parameter_count(name, 6400))

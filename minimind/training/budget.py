@@ -5,7 +5,9 @@ compiling, evaluating and saving are all inside it, the final evaluation and sav
 included. The loop sizes the run from a speed probe, then re-sizes it from measured
 steps, evaluations and saves (after its first steps and after each evaluation), and
 ends early if even one more step would leave no time for the final evaluation and save.
-Times are `time.perf_counter()` values the caller passes in (tests drive a fake clock).
+Times are `time.perf_counter()` values the caller passes in (tests drive a fake clock); the
+decisions take the seconds left as an argument, so that processes of a distributed run can
+agree on one figure (their mean) and stop at the same step.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class Budget:
             return self.step_seconds >= FIRST_RESIZE_SHARE * self.seconds
         return evaluated
 
-    def steps_left(self, now: float, eval_every: int, save_every: int, eval_guess_s: float) -> int:
+    def steps_left(self, left: float, eval_every: int, save_every: int, eval_guess_s: float) -> int:
         """Training steps that fit before the deadline with the evaluations and saves they bring
         (one of each at the end, and one per interval on the way)."""
         per_step = self.per_step()
@@ -60,13 +62,13 @@ class Budget:
         save_s = self.save_s if self.save_s is not None else SAVE_GUESS_STEPS * per_step
         per_step_all = per_step + eval_s / max(eval_every, 1) + save_s / max(save_every, 1)
         self.resized = True
-        return max(0, int((self.left(now) - eval_s - save_s) / per_step_all))
+        return max(0, int((left - eval_s - save_s) / per_step_all))
 
-    def no_time_for_another(self, now: float, eval_due: bool, save_due: bool) -> bool:
+    def no_time_for_another(self, left: float, eval_due: bool, save_due: bool) -> bool:
         """True when going on (this step's own evaluation and save if due, one more step, then the
         final evaluation and save) would pass the deadline: this step should be the last."""
         per_step = self.per_step()
         if per_step is None:
             return False
         eval_s, save_s = self.eval_s or 0.0, self.save_s or 0.0
-        return self.left(now) < eval_due * eval_s + save_due * save_s + per_step + eval_s + save_s
+        return left < eval_due * eval_s + save_due * save_s + per_step + eval_s + save_s

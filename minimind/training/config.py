@@ -85,6 +85,7 @@ class TrainConfig:
     grad_accum: int = 1                  # micro-batches per optimizer step
     precision: str = "auto"              # auto | bf16 | fp16 | fp32
     device: str = "auto"                 # auto | cpu | cuda | mps
+    threads: int = 0                     # CPU threads of this run (0: PyTorch's default); pinned for reproducible step times
     grad_checkpointing: bool = False     # recompute activations in backward (less memory)
     compile: str = "auto"                # torch.compile the decoder layers: on | off | auto (runs of >= 300 steps)
     eval_every: int = 0                  # steps between evaluations (0: up to 10 per run, ~5% of its time)
@@ -184,6 +185,7 @@ class TrainConfig:
              f"mode {self.mode} fine-tunes an existing model: set model.init_from to a model folder")
         need(bool(self.data.files), "data.files is empty: name at least one corpus file")
         need(self.max_steps >= 0, "max_steps must be >= 0")
+        need(0 <= self.threads <= 1024, "threads must be 0 (PyTorch's default) .. 1024")
         need(self.max_steps > 0 or self.epochs > 0 or self.time_budget_s > 0,
              "set max_steps, epochs or time_budget_s")
         need(self.batch_size is None or 1 <= self.batch_size <= 4096, "batch_size must be 1..4096")

@@ -26,7 +26,7 @@ from .run_dir import RunDir
 @dataclass
 class Estimate:
     device: str             # device and precision, in words
-    preset: str             # the model size (chosen for the budget when it was "auto")
+    preset: str             # a new model's size (chosen for the run when "auto"); "" when fine-tuning
     params: int             # parameters in all
     trainable: int          # parameters that train in this mode
     train_rows: int         # training rows (blocks or examples)
@@ -58,5 +58,6 @@ def estimate(config: TrainConfig, probe_steps: int = 2, scratch: str | None = No
     trainable, total = count_parameters(model)
     del model
     torch.cuda.empty_cache() if torch.cuda.is_available() else None
-    return Estimate(describe(device, cfg.precision), cfg.model.preset, total, trainable, len(corpus.train),
+    new_model = cfg.mode == "pretrain" and not cfg.model.init_from
+    return Estimate(describe(device, cfg.precision), cfg.model.preset if new_model else "", total, trainable, len(corpus.train),
                     int(getattr(corpus.stats, "tokens", 0) or 0), steps, per_step, steps * per_step)

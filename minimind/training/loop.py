@@ -81,7 +81,10 @@ def train(config: TrainConfig, resume: bool = False, progress=None) -> dict:
     cfg.run_dir = str(run.path)
     if info.is_main:
         _start_run_folder(run, cfg, resume)
+    threads = torch.get_num_threads()
     try:
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
         with _StopFlag() as stop:
             return _train(cfg, run, info, device, resume, stop, progress, started)
     except BaseException as err:
@@ -92,6 +95,7 @@ def train(config: TrainConfig, resume: bool = False, progress=None) -> dict:
                 run.write_status(state="failed", error=message or type(err).__name__)
         raise
     finally:
+        torch.set_num_threads(threads)
         dist.finish(info)
 
 
@@ -175,7 +179,7 @@ def choose_new_model_size(cfg: TrainConfig, tokenizer, corpus, device: str, prec
                                  info.rank, info.world)
             per_step = dist.mean(_speed_probe(model, stream, precision, steps=2), info)
             del model
-            return 0.9 * budget.left(time.perf_counter()) / per_step * tokens_per_step
+            return 0.9 * dist.mean(budget.left(time.perf_counter()), info) / per_step * tokens_per_step
 
         choice = choose_preset(planned_tokens, lambda preset: parameter_count(preset, len(tokenizer),
                                                                                cfg.model.overrides))
@@ -286,8 +290,9 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
     if budget is not None and checkpoint is not None:
         budget = Budget.start(cfg.time_budget_s, started, already_used=state.get("elapsed_s", 0.0))
     if not max_steps and budget is not None:
-        per_step = _speed_probe(model, stream, precision)
-        max_steps = max(1, int(0.9 * budget.left(time.perf_counter()) / per_step))  # rough: re-sized from measured steps
+        per_step = dist.mean(_speed_probe(model, stream, precision), info)  # all ranks agree
+        left = dist.mean(budget.left(time.perf_counter()), info)
+        max_steps = max(1, int(0.9 * left / per_step))  # rough: re-sized from measured steps
         log(f"speed probe: {per_step:.2f}s/step -> {max_steps} steps in {cfg.time_budget_s:.0f}s")
     if not max_steps:
         max_steps = max(1, math.ceil(cfg.epochs * stream.steps_per_epoch()))
@@ -347,11 +352,10 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
 
     def do_save(step: int) -> Path | None:
         save_start = time.perf_counter()
-        try:
-            return _save(step)
-        finally:
-            if budget is not None:
-                budget.save_s = time.perf_counter() - save_start
+        path = _save(step)
+        if budget is not None:
+            budget.save_s = dist.mean(time.perf_counter() - save_start, info)  # all ranks agree
+        return path
 
     def _save(step: int) -> Path | None:
         model_sd = _full_model_state(model, base_model, info, cfg)
@@ -427,16 +431,17 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
         state["elapsed_s"] = elapsed
         if timed:
             budget.record_step(dist.mean(now - step_start, info), step - state_start)  # all ranks agree
+            seconds_left = dist.mean(budget.left(now), info)  # one figure for every rank
             resize = budget.due(evaluated=step % eval_every == 0)
-            if resize or budget.no_time_for_another(now, step % eval_every == 0, step % save_every == 0):
-                left = 0 if not resize else budget.steps_left(now, eval_every, save_every,
+            if resize or budget.no_time_for_another(seconds_left, step % eval_every == 0, step % save_every == 0):
+                left = 0 if not resize else budget.steps_left(seconds_left, eval_every, save_every,
                                                               eval_cost_steps * budget.per_step())
                 max_steps = max(step, step + left) if not last else max_steps
                 state["max_steps"] = max_steps
                 warmup, eval_every, save_every, log_every = intervals(max_steps)
                 if resize:
                     log(f"measured {budget.per_step():.3f}s/step: run re-sized to {max_steps} steps to end "
-                        f"within {cfg.time_budget_s:.0f}s ({budget.left(now):.0f}s left)")
+                        f"within {cfg.time_budget_s:.0f}s ({seconds_left:.0f}s left)")
                 last = step == max_steps
         tokens_per_s = window_tokens / max(now - window_start, 1e-9)
         eta = (max_steps - step) * (now - window_start) / max(window_steps, 1)

@@ -88,7 +88,8 @@ def do_estimate(ctx: AppContext, *args) -> str:
     config = build_config(ctx, *args)
     scratch = ctx.workspace.cache / "estimate"
     e = estimate(config, scratch=str(scratch))
-    return (f"**{e.params:,}** parameters ({e.trainable:,} trainable) on {e.device}  \n"
+    size = f"`{e.preset}`; " if e.preset else ""
+    return (f"**{e.params:,}** parameters ({size}{e.trainable:,} trainable) on {e.device}  \n"
             f"**{e.tokens_per_epoch:,}** tokens per epoch in {e.train_rows:,} training rows  \n"
             f"**{e.steps:,}** steps × {e.seconds_per_step:.2f}s ≈ **{_duration(e.eta_s)}** (speed probe)")
 
