@@ -32,7 +32,7 @@ def device_line() -> str:
 
 def base_choices(ctx: AppContext) -> list[tuple[str, str]]:
     """New models by preset, the shipped models, and finished full-model runs."""
-    choices = [("new model: auto (sized to the steps, training/sizing.py)", "new:auto")]
+    choices = [("new model: auto (sized to the number of steps)", "new:auto")]
     choices += [(f"new model: {name}", f"new:{name}") for name in PRESETS]
     choices += [(label, model_id) for label, model_id, folder in ctx.offered_models()
                 if not (folder / "adapter_config.json").is_file()]
