@@ -27,6 +27,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from .inference.utf8 import bytes_to_unicode
+from .inference.utf8 import token_bytes as utf8_token_bytes  # one table of token bytes: the guard's
 
 PAD, BOS, EOS = "<|pad|>", "<|startoftext|>", "<|endoftext|>"
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
@@ -96,7 +97,8 @@ def build_tokenizer(texts: Iterable[str], vocab_size: int = 6400, min_frequency:
             counts.update(text)
             yield text
 
-    core.train_from_iterator(counted(texts), trainer=trainer)
+    # characters are counted only when they are to be kept whole (counting is a pass over the text)
+    core.train_from_iterator(counted(texts) if min_char_count > 0 else texts, trainer=trainer)
     if min_char_count > 0:
         core = _with_whole_characters(core, [c for c, n in counts.most_common() if n >= min_char_count])
     return wrap(core, model_max_length)
@@ -211,7 +213,7 @@ def iter_texts(files: list[str | Path], text_field: str | None = None, kind: str
 
 def measure(tokenizer: PreTrainedTokenizerFast, texts: Iterable[str], batch: int = 1000) -> tuple[int, int, int]:
     """(characters, tokens, characters spelled with byte pieces) over `texts`, encoded in batches."""
-    token_bytes = _token_bytes(tokenizer)
+    token_bytes = utf8_token_bytes(tokenizer) or []  # not byte-level: no byte pieces to count
     chars = tokens = fallback = 0
     for chunk in _batched(texts, batch):
         chars += sum(len(t) for t in chunk)
@@ -219,16 +221,6 @@ def measure(tokenizer: PreTrainedTokenizerFast, texts: Iterable[str], batch: int
             tokens += len(ids)
             fallback += _fallback_characters(ids, token_bytes)
     return chars, tokens, fallback
-
-
-def _token_bytes(tokenizer: PreTrainedTokenizerFast) -> list[bytes | None]:
-    """Each id's bytes (None for special tokens)."""
-    to_byte = {char: byte for byte, char in bytes_to_unicode().items()}
-    table: list[bytes | None] = [None] * len(tokenizer)
-    for token, index in tokenizer.get_vocab().items():
-        if index < len(table) and all(ch in to_byte for ch in token):
-            table[index] = bytes(to_byte[ch] for ch in token)
-    return table
 
 
 def _fallback_characters(ids: list[int], token_bytes: list) -> int:

@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import torch
 
-__all__ = ["State", "Utf8Guard", "bytes_to_unicode"]
+__all__ = ["State", "Utf8Guard", "bytes_to_unicode", "token_bytes"]
 
 
 class State(NamedTuple):
@@ -101,6 +101,34 @@ def bytes_to_unicode() -> dict[int, str]:
     return table
 
 
+def token_bytes(tokenizer) -> list[bytes | None] | None:
+    """The bytes each token id stands for (None for special tokens and for strings outside the
+    byte alphabet); None when the tokenizer is not byte-level."""
+    found = _token_table(tokenizer)
+    return None if found is None else found[0]
+
+
+def _token_table(tokenizer, size: int | None = None) -> tuple[list[bytes | None], set[int]] | None:
+    """(bytes of ids 0..size-1, special ids), or None for a tokenizer that is not byte-level."""
+    backend = _backend(tokenizer)
+    if backend is None or not _is_byte_level(backend):
+        return None
+    special = set(backend.get_added_tokens_decoder())
+    special.update(getattr(tokenizer, "all_special_ids", None) or [])
+    to_byte = {char: byte for byte, char in bytes_to_unicode().items()}
+    known = backend.get_vocab_size(with_added_tokens=True)
+    table: list[bytes | None] = []
+    for i in range(known if size is None else min(size, known)):
+        text = None if i in special else backend.id_to_token(i)
+        try:
+            table.append(bytes(to_byte[ch] for ch in text) if text else None)
+        except KeyError:
+            # A character outside the 256-symbol byte alphabet (e.g. a non-special added
+            # token): we cannot say which bytes it writes, so it is never allowed.
+            table.append(None)
+    return table, special
+
+
 def _backend(tokenizer):
     """The `tokenizers.Tokenizer` behind a fast HF tokenizer (or the tokenizer itself)."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
@@ -152,23 +180,11 @@ class Utf8Guard:
         """None when the tokenizer is not byte-level (then no guard applies): only a
         ByteLevel decoder tells us which bytes each token stands for. `vocab_size` is the
         model's (embedding rows); rows beyond the tokenizer's vocabulary are never allowed."""
-        backend = _backend(tokenizer)
-        if backend is None or not _is_byte_level(backend):
+        found = _token_table(tokenizer, vocab_size)
+        if found is None:
             return None  # slow (Python) tokenizers and non-byte-level models: no guard
-        special = set(backend.get_added_tokens_decoder())
-        special.update(getattr(tokenizer, "all_special_ids", None) or [])
-        to_byte = {char: byte for byte, char in bytes_to_unicode().items()}
-        size = min(vocab_size, backend.get_vocab_size(with_added_tokens=True))
-        token_bytes: list[bytes | None] = []
-        for i in range(size):
-            text = None if i in special else backend.id_to_token(i)
-            try:
-                token_bytes.append(bytes(to_byte[ch] for ch in text) if text else None)
-            except KeyError:
-                # A character outside the 256-symbol byte alphabet (e.g. a non-special added
-                # token): we cannot say which bytes it writes, so it is never allowed.
-                token_bytes.append(None)
-        return cls(token_bytes, special, vocab_size, device=device)
+        table, special = found
+        return cls(table, special, vocab_size, device=device)
 
     def pending(self, state: State) -> bool:
         """True while a character is incomplete (its lead byte written, continuation bytes missing)."""
