@@ -78,6 +78,11 @@ def mean(value: float, info: DistInfo, device: str = "cpu") -> float:
     return t.item() / info.world
 
 
-def finish(info: DistInfo) -> None:
+def finish(info: DistInfo, clean: bool = True) -> None:
+    """Leave the process group. After a clean run every rank first waits for the others:
+    a rank that tears gloo down while its peer is still in a collective (or still writing
+    the final status) can abort at exit ("terminate called without an active exception")."""
     if info.enabled and dist.is_initialized():
+        if clean:
+            dist.barrier()
         dist.destroy_process_group()

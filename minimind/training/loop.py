@@ -82,11 +82,14 @@ def train(config: TrainConfig, resume: bool = False, progress=None) -> dict:
     if info.is_main:
         _start_run_folder(run, cfg, resume)
     threads = torch.get_num_threads()
+    clean = False
     try:
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         with _StopFlag() as stop:
-            return _train(cfg, run, info, device, resume, stop, progress, started)
+            status = _train(cfg, run, info, device, resume, stop, progress, started)
+        clean = True
+        return status
     except BaseException as err:
         message = str(err) if isinstance(err, MiniMindError) else f"{type(err).__name__}: {err}"
         if info.is_main:
@@ -96,7 +99,7 @@ def train(config: TrainConfig, resume: bool = False, progress=None) -> dict:
         raise
     finally:
         torch.set_num_threads(threads)
-        dist.finish(info)
+        dist.finish(info, clean)
 
 
 def _start_run_folder(run: RunDir, cfg: TrainConfig, resume: bool) -> None:
