@@ -26,6 +26,7 @@ SAMPLES = {
     "Tang poems (2,016 poems, JSONL)": "tang_poems_sample.jsonl",
     "Shakespeare: The Comedy of Errors (txt)": "shakespeare_sample.txt",
     "Tang poem requests (314 chats, JSONL)": "tang_chat_sample.jsonl",
+    "Tang poem preferences (720 pairs for DPO, JSONL)": "tang_preference.jsonl",
 }
 DEFAULT_MODEL = "minimind-tang"
 

@@ -2,6 +2,7 @@
 
   python -m minimind data inspect poems.jsonl plays.txt
   python -m minimind data inspect chats.jsonl --tokenizer tok/ --json
+  python -m minimind data inspect samples/tang_preference.jsonl     # prompt / chosen / rejected pairs
   python -m minimind data prepare poems.jsonl --tokenizer tok/ --seq-len 512 --val-fraction 0.05
 
 Bad input stops with one line naming the file, the line or record, what was
@@ -34,8 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", help="corpus files: .txt .md .jsonl .json .csv .tsv .parquet")
-    p.add_argument("--kind", default="auto", choices=("auto", "text", "chat", "instruction"),
-                   help="what the records are; auto detects it from the first record")
+    p.add_argument("--kind", default="auto", choices=("auto", "text", "chat", "instruction", "preference"),
+                   help="what the records are; auto detects it from the first record "
+                        "(preference: prompt + chosen + rejected, for DPO)")
     p.add_argument("--text-field", default=None, help="record field holding plain text (default: text, content)")
     p.add_argument("--split", default="paragraph", choices=("paragraph", "line"),
                    help=".txt/.md documents: blank-line separated paragraphs, or lines")
@@ -71,7 +73,8 @@ def run(args) -> int:
         print(json.dumps(result, ensure_ascii=False))
         return 0
     print(corpus.stats.summary())
-    print(f"prepared {result['train_rows']:,} train and {result['validation_rows']:,} validation rows of up to "
+    rows = "pairs, each side" if corpus.kind == "preference" else "rows of"
+    print(f"prepared {result['train_rows']:,} train and {result['validation_rows']:,} validation {rows} up to "
           f"{corpus.seq_len} tokens{' (from the cache)' if corpus.from_cache else ''}")
     print(f"cache: {corpus.path}")
     return 0

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 
-KINDS = ("auto", "text", "chat", "instruction")
+KINDS = ("auto", "text", "chat", "instruction", "preference")
 SPLITS = ("paragraph", "line")
 
 
@@ -20,11 +20,12 @@ SPLITS = ("paragraph", "line")
 class DataConfig:
     """Reading, validation and preparation settings of one corpus."""
 
-    kind: str = "auto"                 # "auto" detects it; or force "text", "chat" or "instruction"
+    kind: str = "auto"                 # "auto" detects it; or force "text", "chat", "instruction" or "preference"
     text_field: str | None = None      # record field with plain text (default: "text", else "content")
     split: str = "paragraph"           # .txt/.md documents: "paragraph" (blank-line separated) or "line"
-    seq_len: int = 512                 # tokens per row: text is packed to it, chat examples cut to it
-    val_fraction: float = 0.05         # share of documents held out for validation (0 = none)
+    seq_len: int = 512                 # tokens per row: text is packed to it, chat examples (each side of a
+                                       # preference pair) cut to it
+    val_fraction: float = 0.05         # share of documents (pairs) held out for validation (0 = none)
     seed: int = 0                      # seed of the document-level train/validation split
     strict: bool = True                # stop at the first bad record; False skips up to max_skipped
     max_skipped: int = 100             # lenient mode: bad records skipped before the corpus is refused

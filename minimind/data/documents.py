@@ -1,7 +1,7 @@
 """From files to documents: every record checked, normalised and written once to Arrow.
 
 The result is a memory-mapped `datasets.Dataset` with one row per document
-("text" or "messages", plus "chars"), cached under a key of the file contents
+("text", "messages", or "prompt" + "chosen" + "rejected", plus "chars"), cached under a key of the file contents
 and the reading settings. `inspect` builds it, `prepare` reuses it, and a 1 GB
 corpus streams through it in batches without ever being held in memory.
 """
@@ -21,25 +21,30 @@ from ..errors import CorpusError
 from .cache import key, new_workdir, publish, ready
 from .config import DataConfig, cache_root
 from .files import CorpusFile, open_file
-from .kinds import KIND_NAMES, BadRecord, Normalizer, characters, doc_texts
+from .kinds import KIND_NAMES, BadRecord, Normalizer, characters, doc_texts, part_characters
 from .readers import read_records, read_text
-from .stats import FileStats, Histogram, Stats, sample_of
+from .stats import FileStats, Histogram, PartLengths, Stats, sample_of
 from .validate import Problems
 
 WRITE_BATCH = 1000  # documents per Arrow record batch
-SCHEMAS = {
+MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
+SCHEMAS = {  # by the normal form's first field
     "text": pa.schema([("text", pa.string()), ("chars", pa.int64())]),
-    "messages": pa.schema([("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
-                           ("chars", pa.int64())]),
+    "messages": pa.schema([("messages", MESSAGES), ("chars", pa.int64())]),
+    "prompt": pa.schema([("prompt", MESSAGES), ("chosen", pa.string()), ("rejected", pa.string()),
+                         ("chars", pa.int64()), ("prompt_chars", pa.int64()), ("chosen_chars", pa.int64()),
+                         ("rejected_chars", pa.int64())]),
 }
+PARTS = ("prompt", "chosen", "rejected")  # the parts of a preference pair, measured separately
 
 
 @dataclass
 class Documents:
     """A checked corpus: its documents as Arrow, its kind and what reading it found."""
 
-    dataset: Dataset        # one row per document: "text" (plain) or "messages" (chat/instruction), and "chars"
-    kind: str               # text, chat or instruction
+    dataset: Dataset        # one row per document: "text" (plain), "messages" (chat/instruction) or
+                            # "prompt" + "chosen" + "rejected" (preference), and "chars"
+    kind: str               # text, chat, instruction or preference
     fingerprint: str        # cache key of the documents (file contents + reading settings)
     stats: Stats            # counts, lengths, samples, skipped records (no tokens yet)
     files: list[CorpusFile] = field(default_factory=list)
@@ -154,9 +159,12 @@ def _build(infos: list[CorpusFile], config: DataConfig, work: Path) -> dict:
     try:
         for _, doc in iter_documents(infos, config, problems, tally):
             if writer is None:
-                schema = SCHEMAS["text" if "text" in doc else "messages"]
+                schema = SCHEMAS[next(iter(doc))]
                 writer = pa.ipc.new_stream(str(path), schema)
-            batch.append({**doc, "chars": characters(doc)})
+            row = {**doc, "chars": characters(doc)}
+            if "prompt" in doc:
+                row.update({f"{part}_chars": n for part, n in part_characters(doc).items()})
+            batch.append(row)
             if len(samples) < config.samples:
                 samples.append(sample_of(doc))
             if len(batch) >= WRITE_BATCH:
@@ -167,10 +175,14 @@ def _build(infos: list[CorpusFile], config: DataConfig, work: Path) -> dict:
     finally:
         if writer is not None:
             writer.close()
-    lengths = Dataset.from_file(str(path)).data.column("chars").to_numpy()
+    table = Dataset.from_file(str(path)).data
+    lengths = table.column("chars").to_numpy()
+    parts = {part: PartLengths.of(table.column(f"{part}_chars").to_numpy(), "characters")
+             for part in PARTS} if "prompt_chars" in table.column_names else {}
     stats = Stats(kind=tally.kind, documents=int(len(lengths)), characters=int(lengths.sum()),
                   length_histogram=Histogram.of(lengths, "characters"), samples=samples,
-                  skipped_count=problems.count, skipped=problems.examples, empty=tally.empty, files=tally.files)
+                  skipped_count=problems.count, skipped=problems.examples, empty=tally.empty, files=tally.files,
+                  parts=parts)
     return {"stats": stats.to_dict(), "names": [f.name for f in infos]}
 
 

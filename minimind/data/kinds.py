@@ -1,8 +1,9 @@
-"""What a record is (plain text, chat or instruction) and its one normal form.
+"""What a record is (plain text, chat, instruction or preference pair) and its one normal form.
 
-Every record becomes either {"text": str} or {"messages": [{"role", "content"}]}
-(an instruction is a user turn and an assistant turn), so everything after
-reading handles two shapes, not five. A file holds one kind; the user may
+Every record becomes {"text": str}, {"messages": [{"role", "content"}]} (an
+instruction is a user turn and an assistant turn), or, for a preference pair,
+{"prompt": [{"role", "content"}], "chosen": str, "rejected": str}, so everything
+after reading handles three shapes, not six. A file holds one kind; the user may
 force the kind instead of letting the first record decide.
 """
 
@@ -15,8 +16,11 @@ from .validate import describe, snippet
 TEXT_FIELDS = ("text", "content")           # tried in order when no text field is named
 CHAT_FIELDS = ("messages", "conversations")
 INSTRUCTION_FIELDS = ("instruction", "output")  # "input" and "system" are optional
+PREFERENCE_FIELDS = ("prompt", "chosen", "rejected")  # a record with chosen + rejected is a preference pair
 ROLES = ("system", "user", "assistant")
-KIND_NAMES = {"text": "plain text", "chat": "chat", "instruction": "instruction"}
+KIND_NAMES = {"text": "plain text", "chat": "chat", "instruction": "instruction", "preference": "preference"}
+PROMPT_ORDER = ("an optional system message, then user and assistant messages taking turns, starting and "
+                "ending with a user message")
 
 
 class BadRecord(ValueError):
@@ -26,7 +30,8 @@ class BadRecord(ValueError):
 def expected_fields(text_field: str | None) -> str:
     text = repr(text_field) if text_field else "'text' or 'content'"
     return (f"a text field ({text}; name another with text_field / --text-field), 'messages' or "
-            "'conversations' (chat), or 'instruction' + 'output' (instruction)")
+            "'conversations' (chat), 'instruction' + 'output' (instruction), or 'prompt' + 'chosen' + "
+            "'rejected' (preference)")
 
 
 def detect(fields, text_field: str | None) -> str | None:
@@ -34,6 +39,8 @@ def detect(fields, text_field: str | None) -> str | None:
     names = set(fields)
     if text_field and text_field in names:
         return "text"
+    if {"chosen", "rejected"} <= names:
+        return "preference"
     if names & set(CHAT_FIELDS):
         return "chat"
     if set(INSTRUCTION_FIELDS) <= names:
@@ -55,6 +62,8 @@ def needed_columns(names: list[str], kind: str, text_field: str | None) -> list[
     if found == "instruction":
         return [f for f in ("system", "instruction", "input", "output") if f in names] \
             if set(INSTRUCTION_FIELDS) <= set(names) else None
+    if found == "preference":  # a missing 'prompt' column is reported on the first row, naming it
+        return [f for f in PREFERENCE_FIELDS if f in names] if {"chosen", "rejected"} <= set(names) else None
     return None
 
 
@@ -78,7 +87,8 @@ class Normalizer:
         elif kind != self.kind:
             raise BadRecord(f"mixed kinds: found a {KIND_NAMES[kind]} record ({describe(record)}), but this file's "
                             f"first record is {KIND_NAMES[self.kind]}; expected one kind per file")
-        return {"text": self._text, "chat": self._chat, "instruction": self._instruction}[kind](record)
+        return {"text": self._text, "chat": self._chat, "instruction": self._instruction,
+                "preference": _preference}[kind](record)
 
     def _text(self, record: dict) -> dict | None:
         field = self.text_field or next((f for f in TEXT_FIELDS if f in record), TEXT_FIELDS[0])
@@ -99,7 +109,7 @@ class Normalizer:
         if isinstance(messages, str):  # CSV and some parquet exports hold the list as JSON text
             try:
                 messages = json.loads(messages)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 raise BadRecord(f"field {field!r} is {describe(messages)}; expected a list of "
                                 "{role, content}") from None
         return {"messages": check_messages(messages, field)}
@@ -123,6 +133,90 @@ class Normalizer:
                                         {"role": "assistant", "content": parts["output"]}]}
 
 
+def _preference(record: dict) -> dict:
+    """A preference pair: the prompt as messages, the preferred and the rejected answer as text."""
+    for name in PREFERENCE_FIELDS:
+        if name not in record:
+            raise BadRecord(f"missing field {name!r}: found {describe(record)}; expected 'prompt', 'chosen' and "
+                            "'rejected' (a request, the preferred answer and the rejected one)")
+    prompt = _prompt(record["prompt"])
+    chosen, rejected = _answer(record["chosen"], "chosen"), _answer(record["rejected"], "rejected")
+    if chosen.strip() == rejected.strip():
+        raise BadRecord(f"'chosen' and 'rejected' are identical ({snippet(chosen.strip(), 40)}); expected two "
+                        "different answers, the preferred one in 'chosen'")
+    return {"prompt": prompt, "chosen": chosen, "rejected": rejected}
+
+
+def _maybe_json_list(value: object) -> object:
+    """A list of messages stored as JSON text (a CSV cell, a string column) decoded; anything else as is."""
+    if isinstance(value, str) and value.lstrip().startswith("[") and value.rstrip().endswith("]"):
+        try:
+            decoded = json.loads(value)
+        except (json.JSONDecodeError, RecursionError):
+            return value
+        if isinstance(decoded, list) and decoded and all(isinstance(m, dict) for m in decoded):
+            return decoded
+    return value
+
+
+def _prompt(value: object) -> list[dict]:
+    """The prompt as messages: text becomes one user message; a list must end on a user turn."""
+    value = _maybe_json_list(value)
+    if isinstance(value, str):
+        if not value.strip():
+            raise BadRecord("empty 'prompt'; expected the request text, or a list of {role, content} "
+                            "ending with a user message")
+        return [{"role": "user", "content": value}]
+    if not isinstance(value, list):
+        raise BadRecord(f"field 'prompt' is {describe(value)}; expected text, or a list of {{role, content}} "
+                        "ending with a user message")
+    messages = [_message(i, m, "prompt") for i, m in enumerate(value, 1)]
+    if not any(m["content"].strip() for m in messages):
+        raise BadRecord(f"empty 'prompt' ({len(messages)} messages, no text); expected the request text, or a "
+                        "list of {role, content} ending with a user message")
+    roles = [m["role"] for m in messages]
+    turns = roles[1:] if roles[0] == "system" else roles
+    if not turns or any(role != ("user" if i % 2 == 0 else "assistant") for i, role in enumerate(turns)) \
+            or turns[-1] != "user":
+        raise BadRecord(f"roles out of order in 'prompt': found {' → '.join(roles)}; expected {PROMPT_ORDER}")
+    return messages
+
+
+def _answer(value: object, name: str) -> str:
+    """One side of a pair as text: a string, or a list holding exactly one assistant message."""
+    value = _maybe_json_list(value)
+    if isinstance(value, list):
+        if len(value) != 1:
+            raise BadRecord(f"field {name!r} is {describe(value)}; expected text, or a list holding exactly one "
+                            "assistant message")
+        message = _message(1, value[0], name)
+        if message["role"] != "assistant":
+            raise BadRecord(f"field {name!r} holds a {message['role']} message; expected text, or a list "
+                            "holding exactly one assistant message")
+        value = message["content"]
+    if not isinstance(value, str):
+        raise BadRecord(f"field {name!r} is {describe(value)}; expected text, or a list holding exactly one "
+                        "assistant message")
+    if not value.strip():
+        raise BadRecord(f"empty {name!r}; expected the text of the {'preferred' if name == 'chosen' else 'rejected'} "
+                        "answer")
+    return value
+
+
+def _message(i: int, message: object, field: str | None = None) -> dict:
+    """One {role, content} message checked; BadRecord naming it (and the field holding it) otherwise."""
+    where = f"message {i}" + (f" of {field!r}" if field else "")
+    if not isinstance(message, dict):
+        raise BadRecord(f"{where} is {describe(message)}; expected an object with 'role' and 'content'")
+    role, content = message.get("role"), message.get("content")
+    if role not in ROLES:
+        shown = snippet(role, 30) if isinstance(role, str) else describe(role)
+        raise BadRecord(f"{where} has role {shown}; expected one of {', '.join(ROLES)}")
+    if not isinstance(content, str):
+        raise BadRecord(f"{where} ({role}) has content {describe(content)}; expected a string")
+    return {"role": role, "content": content}
+
+
 def check_messages(messages: object, field: str = "messages") -> list[dict]:
     """The conversation as [{role, content}], or BadRecord naming the first bad message."""
     if not isinstance(messages, list):
@@ -130,31 +224,31 @@ def check_messages(messages: object, field: str = "messages") -> list[dict]:
     if not messages:
         raise BadRecord(f"empty conversation: found 0 messages in {field!r}; expected at least a user "
                         "and an assistant message")
-    clean = []
-    for i, message in enumerate(messages, 1):
-        if not isinstance(message, dict):
-            raise BadRecord(f"message {i} is {describe(message)}; expected an object with 'role' and 'content'")
-        role, content = message.get("role"), message.get("content")
-        if role not in ROLES:
-            shown = snippet(role, 30) if isinstance(role, str) else describe(role)
-            raise BadRecord(f"message {i} has role {shown}; expected one of {', '.join(ROLES)}")
-        if not isinstance(content, str):
-            raise BadRecord(f"message {i} ({role}) has content {describe(content)}; expected a string")
-        clean.append({"role": role, "content": content})
+    clean = [_message(i, m) for i, m in enumerate(messages, 1)]
     if not any(m["role"] == "assistant" for m in clean):
         raise BadRecord(f"no assistant message among {len(clean)}; expected at least one to learn from")
     return clean
 
 
 def characters(doc: dict) -> int:
-    """Characters of a normal-form document (all message contents for chat)."""
+    """Characters of a normal-form document (all message contents for chat; prompt + both answers for a pair)."""
     if "text" in doc:
         return len(doc["text"])
+    if "prompt" in doc:
+        return sum(part_characters(doc).values())
     return sum(len(m["content"]) for m in doc["messages"])
+
+
+def part_characters(doc: dict) -> dict[str, int]:
+    """Characters of each part of a preference pair: prompt (all its messages), chosen, rejected."""
+    return {"prompt": sum(len(m["content"]) for m in doc["prompt"]), "chosen": len(doc["chosen"]),
+            "rejected": len(doc["rejected"])}
 
 
 def doc_texts(doc: dict) -> list[str]:
     """The pieces of text a document contributes to tokenizer training."""
     if "text" in doc:
         return [doc["text"]]
+    if "prompt" in doc:
+        return [m["content"] for m in doc["prompt"] if m["content"].strip()] + [doc["chosen"], doc["rejected"]]
     return [m["content"] for m in doc["messages"] if m["content"].strip()]

@@ -1,9 +1,11 @@
 """Prepare a corpus for training: split by document, tokenize, pack or mask, cache.
 
 `prepare_corpus` is what the trainer calls. Its output is two memory-mapped
-`datasets.Dataset`s with `input_ids` and `labels` (-100 = not trained on),
-cached under a key of file contents + tokenizer + settings, so the second call
-with the same inputs reads the cache and tokenizes nothing.
+`datasets.Dataset`s with `input_ids` and `labels` (-100 = not trained on) — for a
+preference corpus `chosen_input_ids`, `chosen_labels`, `rejected_input_ids`,
+`rejected_labels`, one row per pair — cached under a key of file contents +
+tokenizer + settings, so the second call with the same inputs reads the cache
+and tokenizes nothing.
 """
 
 from __future__ import annotations
@@ -21,28 +23,33 @@ from ..errors import ConfigError
 from .cache import key, new_workdir, publish, ready, tokenizer_key
 from .config import DataConfig, cache_root
 from .documents import Documents, read_documents
-from .stats import Histogram, Stats
-from .tokens import list_lengths, pack, render_batch, token_lengths, tokenize_batch
+from .stats import Histogram, PartLengths, Stats
+from .tokens import (PAIR_COLUMNS, list_lengths, pack, pair_token_lengths, render_batch, render_pairs_batch,
+                     token_lengths, tokenize_batch)
 
 TOKEN_FEATURES = Features({"input_ids": List(Value("int32"))})
 CHAT_FEATURES = Features({"input_ids": List(Value("int32")), "labels": List(Value("int32")),
                           "length": Value("int64"), "chars": Value("int64"), "target_chars": Value("int64")})
-CHAT_BATCH = 256  # conversations rendered per map batch
+PAIR_FEATURES = Features({**{name: List(Value("int32")) for name in PAIR_COLUMNS}, "length": Value("int64"),
+                          "longest": Value("int64"), "chars": Value("int64"), "target_chars": Value("int64")})
+CHAT_BATCH = 256  # conversations (or pairs) rendered per map batch
+ROW_COLUMNS = ["input_ids", "labels"]  # what the trainer reads of text, chat and instruction rows
 
 
 @dataclass
 class PreparedCorpus:
     """Training-ready rows and what the trainer needs to report on them."""
 
-    train: Dataset          # input_ids, labels (list[int]); memory-mapped from `path`
+    train: Dataset          # input_ids, labels (list[int]); preference: PAIR_COLUMNS; memory-mapped from `path`
     validation: Dataset     # same columns; documents never seen in train
-    kind: str               # text, chat or instruction
+    kind: str               # text, chat, instruction or preference
     stats: Stats            # corpus stats with token counts, split sizes, truncations
-    val_characters: int     # characters the validation labels cover (assistant text for chat)
-    val_tokens: int         # validation tokens with a label (!= -100)
+    val_characters: int     # characters the validation labels cover (assistant text for chat, the chosen
+                            # answers for preference)
+    val_tokens: int         # validation tokens with a label (!= -100; preference: of the chosen side)
     fingerprint: str        # cache key: file contents + tokenizer + settings
     path: Path              # cache folder holding the Arrow files
-    seq_len: int            # tokens per row (the most, for chat rows)
+    seq_len: int            # tokens per row (the most, for chat rows and each side of a pair)
     from_cache: bool        # True when nothing was tokenized this time
 
 
@@ -65,9 +72,20 @@ def inspect_corpus(files, config: DataConfig | None = None, tokenizer=None) -> S
     docs = read_documents(files, config)
     stats = docs.stats
     if tokenizer is not None:
-        lengths = token_lengths(docs.dataset, docs.kind, tokenizer, config.batch_size)
+        _need_template(docs.kind, tokenizer)
+        if docs.kind == "preference":
+            parts = pair_token_lengths(docs.dataset, tokenizer, config.batch_size)
+            lengths = parts.pop("pair")
+            stats.part_tokens = {name: PartLengths.of(n, "tokens") for name, n in parts.items()}
+        else:
+            lengths = token_lengths(docs.dataset, docs.kind, tokenizer, config.batch_size)
         _set_tokens(stats, lengths, stats.characters)
     return stats
+
+
+def _need_template(kind: str, tokenizer) -> None:
+    if kind != "text" and not getattr(tokenizer, "chat_template", None):
+        raise ConfigError(f"this is a {kind} corpus, but the tokenizer has no chat template")
 
 
 def prepare_corpus(files, tokenizer, config: DataConfig | None = None) -> PreparedCorpus:
@@ -76,8 +94,7 @@ def prepare_corpus(files, tokenizer, config: DataConfig | None = None) -> Prepar
     if tokenizer.eos_token_id is None or tokenizer.pad_token_id is None:
         raise ConfigError("the tokenizer needs an EOS and a PAD token to prepare a corpus")
     docs = read_documents(files, config)
-    if docs.kind != "text" and not getattr(tokenizer, "chat_template", None):
-        raise ConfigError(f"this is a {docs.kind} corpus, but the tokenizer has no chat template")
+    _need_template(docs.kind, tokenizer)
     fingerprint = key("prepared", docs.fingerprint, tokenizer_key(tokenizer), config.seq_len,
                       config.val_fraction, config.seed)
     folder = cache_root(config) / fingerprint
@@ -98,13 +115,15 @@ def _build(docs: Documents, tokenizer, config: DataConfig, work: Path, fingerpri
     splits = {"train": docs.dataset.select(train_idx), "validation": docs.dataset.select(val_idx)}
     stats = docs.stats
     stats.train_documents, stats.val_documents = len(train_idx), len(val_idx)
-    build = _build_text if docs.kind == "text" else _build_chat
+    build = {"text": _build_text, "preference": _build_pairs}.get(docs.kind, _build_chat)
     files, lengths, chars, val_characters, val_tokens = build(splits, tokenizer, config, work, fingerprint, stats)
     _set_tokens(stats, lengths, chars)
     warnings = []
     if config.val_fraction > 0 and not len(val_idx):
         warnings.append("only one document: nothing is held out for validation")
-    if stats.dropped:
+    if stats.dropped and docs.kind == "preference":
+        warnings.append(f"{stats.dropped:,} pairs dropped: a side keeps no answer token in seq_len={config.seq_len}")
+    elif stats.dropped:
         warnings.append(f"{stats.dropped:,} examples dropped: no assistant token fits in seq_len={config.seq_len}")
     return {"stats": stats.to_dict(), "files": files, "val_characters": int(val_characters),
             "val_tokens": int(val_tokens), "seq_len": config.seq_len, "warnings": warnings}
@@ -146,6 +165,28 @@ def _build_chat(splits, tokenizer, config, work, fingerprint, stats):
     return files, np.concatenate(lengths), chars, *val
 
 
+def _build_pairs(splits, tokenizer, config, work, fingerprint, stats):
+    """Preference pairs: both sides rendered and masked in one row; a pair whose side keeps no answer
+    token is dropped; validation counts the chosen answers (their characters and labelled tokens)."""
+    files, lengths, chars, val = {}, [], 0, (0, 0)
+    for name, docs in splits.items():
+        rows = _map(docs, render_pairs_batch, config, work / f"{name}.arrow", f"{fingerprint}-{name}", PAIR_FEATURES,
+                    dict(tokenizer=tokenizer, seq_len=config.seq_len), min(config.batch_size, CHAT_BATCH))
+        files[name] = [Path(c["filename"]).name for c in rows.cache_files] or [f"{name}.arrow"]
+        if name == "train" and not len(rows):
+            raise ConfigError(f"seq_len={config.seq_len} is too short for this corpus: no training pair keeps an "
+                              "answer token on both sides; raise seq_len or shorten the prompts")
+        longest = rows.data.column("longest").to_numpy() if len(rows) else np.zeros(0, dtype=np.int64)
+        lengths.append(rows.data.column("length").to_numpy() if len(rows) else np.zeros(0, dtype=np.int64))
+        chars += _column_sum(rows, "chars")
+        stats.dropped += len(docs) - len(rows)
+        stats.truncated += int((longest > config.seq_len).sum()) + len(docs) - len(rows)
+        if name == "validation" and len(rows):
+            labels = pc.list_flatten(rows.data.column("chosen_labels"))
+            val = (_column_sum(rows, "target_chars"), int(pc.sum(pc.not_equal(labels, -100)).as_py() or 0))
+    return files, np.concatenate(lengths), chars, *val
+
+
 def _map(docs: Dataset, fn, config: DataConfig, path: Path, fingerprint: str, features: Features,
          kwargs: dict, batch_size: int) -> Dataset:
     """A batched `Dataset.map` writing to `path` (an empty split still gets a file)."""
@@ -178,7 +219,7 @@ def _load(folder: Path, meta: dict, docs: Documents, from_cache: bool) -> Prepar
     def split(name: str) -> Dataset:
         parts = [Dataset.from_file(str(folder / f)) for f in meta["files"][name]]
         ds = parts[0] if len(parts) == 1 else concatenate_datasets(parts)
-        return ds.select_columns(["input_ids", "labels"])
+        return ds.select_columns(list(PAIR_COLUMNS) if meta["stats"]["kind"] == "preference" else ROW_COLUMNS)
 
     stats = Stats.from_dict(meta["stats"])
     stats.files, stats.skipped = docs.stats.files, docs.stats.skipped

@@ -1,4 +1,5 @@
-"""Documents to token rows: plain text packed into blocks, conversations rendered and masked.
+"""Documents to token rows: plain text packed into blocks, conversations and preference pairs
+rendered and masked.
 
 Functions here are handed to `Dataset.map` (so they are module-level and
 picklable for worker processes) or stream Arrow batches; none keeps state.
@@ -16,6 +17,7 @@ from datasets import Dataset
 
 IGNORE = -100  # label of a token the loss skips
 ROW_SCHEMA = pa.schema([("input_ids", pa.list_(pa.int32())), ("labels", pa.list_(pa.int32()))])
+PAIR_COLUMNS = ("chosen_input_ids", "chosen_labels", "rejected_input_ids", "rejected_labels")  # preference rows
 PACK_BATCH = 4096  # documents read at a time while packing
 
 
@@ -136,8 +138,78 @@ def render_batch(batch: dict, tokenizer, seq_len: int) -> dict:
     return rows
 
 
+def render_pairs(tokenizer, batch: dict) -> tuple[list, list, list, list]:
+    """(chosen ids, chosen answer span, rejected ids, rejected answer span) of each preference pair.
+
+    Each side is rendered exactly as chat SFT renders a conversation: the prompt's
+    messages and the answer as one assistant message. The span (start, end) is the
+    last run of assistant tokens, i.e. the answer and its end-of-turn token, so an
+    assistant turn inside a multi-turn prompt is never taken for the answer.
+    """
+    sides = [[prompt + [{"role": "assistant", "content": answer}] for prompt, answer in zip(batch["prompt"],
+                                                                                            batch[name])]
+             for name in ("chosen", "rejected")]
+    n = len(batch["prompt"])
+    ids, masks = render(tokenizer, sides[0] + sides[1])
+    spans = [answer_span(mask) for mask in masks]
+    return ids[:n], spans[:n], ids[n:], spans[n:]
+
+
+def answer_span(mask: list[int]) -> tuple[int, int]:
+    """(start, end) of the last run of set positions in an assistant mask; (0, 0) when none is set."""
+    end = len(mask)
+    while end and not mask[end - 1]:
+        end -= 1
+    start = end
+    while start and mask[start - 1]:
+        start -= 1
+    return start, end
+
+
+def render_pairs_batch(batch: dict, tokenizer, seq_len: int) -> dict:
+    """`Dataset.map` step for preference pairs: both sides' ids and labels (-100 except the answer), cut to seq_len.
+
+    A pair where either side keeps no answer token after the cut is dropped (it
+    compares nothing). `length` is the pair's uncut tokens (prompt once, both
+    answers), `longest` its longer side uncut (to count truncations), `chars` the
+    characters of prompt and both answers, `target_chars` those of the chosen answer.
+    """
+    rows: dict[str, list] = {name: [] for name in PAIR_COLUMNS + ("length", "longest", "chars", "target_chars")}
+    chosen_ids, chosen_spans, rejected_ids, rejected_spans = render_pairs(tokenizer, batch)
+    for i, (c_ids, c_span, r_ids, r_span) in enumerate(zip(chosen_ids, chosen_spans, rejected_ids, rejected_spans)):
+        if not (c_span[0] < min(c_span[1], seq_len) and r_span[0] < min(r_span[1], seq_len)):
+            continue  # a side keeps no answer token
+        for side, ids, (start, end) in (("chosen", c_ids, c_span), ("rejected", r_ids, r_span)):
+            cut = ids[:seq_len]
+            rows[f"{side}_input_ids"].append(cut)
+            rows[f"{side}_labels"].append([t if start <= j < end else IGNORE for j, t in enumerate(cut)])
+        rows["length"].append(len(c_ids) + len(r_ids) - c_span[0])
+        rows["longest"].append(max(len(c_ids), len(r_ids)))
+        rows["chars"].append(sum(len(m["content"]) for m in batch["prompt"][i]) + len(batch["chosen"][i])
+                             + len(batch["rejected"][i]))
+        rows["target_chars"].append(len(batch["chosen"][i]))
+    return rows
+
+
+def pair_token_lengths(dataset: Dataset, tokenizer, batch_size: int = 1000) -> dict[str, np.ndarray]:
+    """Tokens of each preference pair ("pair": prompt once + both answers) and of its parts ("prompt": the
+    rendered prompt, "chosen" / "rejected": the answer's labelled tokens), nothing written."""
+    out: dict[str, list[int]] = {"pair": [], "prompt": [], "chosen": [], "rejected": []}
+    for batch in dataset.iter(batch_size=batch_size):
+        chosen_ids, chosen_spans, rejected_ids, rejected_spans = render_pairs(tokenizer, batch)
+        for c_ids, (c0, c1), r_ids, (r0, r1) in zip(chosen_ids, chosen_spans, rejected_ids, rejected_spans):
+            out["pair"].append(len(c_ids) + len(r_ids) - c0)
+            out["prompt"].append(c0)
+            out["chosen"].append(c1 - c0)
+            out["rejected"].append(r1 - r0)
+    return {name: np.asarray(lengths, dtype=np.int64) for name, lengths in out.items()}
+
+
 def token_lengths(dataset: Dataset, kind: str, tokenizer, batch_size: int = 1000) -> np.ndarray:
-    """Tokens per document (plain text: without EOS; chat: the rendered conversation), nothing written."""
+    """Tokens per document (plain text: without EOS; chat: the rendered conversation; preference: the
+    pair, see `pair_token_lengths`), nothing written."""
+    if kind == "preference":
+        return pair_token_lengths(dataset, tokenizer, batch_size)["pair"]
     lengths = []
     for batch in dataset.iter(batch_size=batch_size):
         if kind == "text":

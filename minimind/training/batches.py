@@ -54,7 +54,17 @@ class BatchStream:
 
 
 def collate(rows: dict, pad_id: int) -> dict:
-    """Right-pad a batch of variable-length rows; padding is masked out of attention and loss."""
+    """Right-pad a batch of variable-length rows; padding is masked out of attention and loss.
+
+    Preference rows (B pairs with `chosen_*` and `rejected_*` columns) become ONE batch
+    of 2B rows: the B chosen sides first, then the B rejected sides in the same order
+    (see `split_pairs`), always with an attention mask, so one forward scores both.
+    """
+    if "chosen_input_ids" in rows:
+        batch = collate({"input_ids": rows["chosen_input_ids"] + rows["rejected_input_ids"],
+                         "labels": rows["chosen_labels"] + rows["rejected_labels"]}, pad_id)
+        batch.setdefault("attention_mask", torch.ones_like(batch["input_ids"]))
+        return batch
     ids = rows["input_ids"]
     labels = rows["labels"] if "labels" in rows else ids  # packed plain text: every token is a target
     width = max(len(r) for r in ids)
@@ -70,6 +80,13 @@ def collate(rows: dict, pad_id: int) -> dict:
     if not bool(mask.all()):
         batch["attention_mask"] = mask
     return batch
+
+
+def split_pairs(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(chosen, rejected) halves of anything computed per row of a preference batch: the first half
+    of the rows are the chosen sides, the second half the rejected sides of the same pairs."""
+    half = values.shape[0] // 2
+    return values[:half], values[half:]
 
 
 def eval_batches(dataset, batch_size: int, limit: int, pad_id: int):

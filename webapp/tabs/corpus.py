@@ -10,6 +10,8 @@ import gradio as gr
 import pandas as pd
 
 from minimind.data import DataConfig, inspect_corpus
+from minimind.data.config import KINDS
+from minimind.data.stats import pair_sample
 from minimind.errors import CorpusError
 
 from ..context import SAMPLES, SAMPLES_DIR, AppContext, user_errors
@@ -57,11 +59,16 @@ def inspect(ctx: AppContext, uploads, sample, kind, text_field, split, strict):
     except CorpusError as err:
         return ("**This corpus cannot be used yet.**", _histogram(None), _samples([]),
                 f"❌ {err}", files)
-    rows = [f"**Kind:** {stats.kind}", f"**Documents:** {stats.documents:,}",
+    pairs = stats.kind == "preference"
+    unit = "pairs" if pairs else "documents"
+    rows = [f"**Kind:** {stats.kind}", f"**{unit.capitalize()}:** {stats.documents:,}",
             f"**Characters:** {stats.characters:,}"]
     if stats.tokens is not None:
         rows += [f"**Tokens** (shipped tokenizer): {stats.tokens:,}", f"**Chars/token:** {stats.chars_per_token:.2f}"]
-    rows += [f"- {Path(f.name).name}: {f.format}, {f.encoding or 'binary'}, {f.documents:,} documents"
+    for name, part in stats.parts.items():
+        tokens = stats.part_tokens.get(name)
+        rows.append(f"**{name.capitalize()}:** {part}" + (f"; {tokens}" if tokens else ""))
+    rows += [f"- {Path(f.name).name}: {f.format}, {f.encoding or 'binary'}, {f.documents:,} {unit}"
              for f in stats.files]
     problems = []
     if stats.skipped_count:
@@ -70,7 +77,7 @@ def inspect(ctx: AppContext, uploads, sample, kind, text_field, split, strict):
     problems += [f"- ⚠️ {w}" for w in stats.warnings]
     if stats.empty:
         problems.append(f"- {stats.empty:,} empty documents dropped")
-    return ("\n\n".join(rows), _histogram(stats.length_histogram), _samples(stats.samples),
+    return ("\n\n".join(rows), _histogram(stats.length_histogram), _samples(stats.samples, pairs),
             "\n".join(problems) or "No problems found.", files)
 
 
@@ -81,7 +88,10 @@ def _histogram(hist) -> pd.DataFrame:
     return pd.DataFrame({"length": labels, "documents": hist.counts})
 
 
-def _samples(samples: list[str]) -> pd.DataFrame:
+def _samples(samples: list[str], pairs: bool = False) -> pd.DataFrame:
+    """One column of samples; a preference corpus gets prompt / chosen / rejected columns."""
+    if pairs:
+        return pd.DataFrame([pair_sample(s) for s in samples], columns=["prompt", "chosen", "rejected"])
     return pd.DataFrame({"sample": samples})
 
 
@@ -96,7 +106,8 @@ def save(ctx: AppContext, name, files, kind, text_field, split, strict, train_to
     settings = {"kind": kind, "text_field": config.text_field, "split": split, "strict": bool(strict)}
     summary = {"kind": stats.kind, "documents": stats.documents, "characters": stats.characters}
     folder = ctx.workspace.save_corpus(name or Path(files[0]).stem, [Path(f) for f in files], settings, summary)
-    message = f"Saved corpus **{folder.name}** ({stats.documents:,} documents)."
+    unit = "pairs" if stats.kind == "preference" else "documents"
+    message = f"Saved corpus **{folder.name}** ({stats.documents:,} {unit})."
     if train_tok:
         stored = [str(folder / Path(f).name) for f in files]
         _, report = train_tokenizer(stored, int(vocab), out_dir=folder / "tokenizer", text_field=config.text_field)
@@ -121,7 +132,7 @@ def build(ctx: AppContext) -> None:
                               file_types=[".txt", ".md", ".jsonl", ".json", ".csv", ".parquet"])
         with gr.Column(scale=1):
             sample = gr.Dropdown(list(SAMPLES), value=None, label=t("sample"))
-            kind = gr.Dropdown(["auto", "text", "chat", "instruction"], value="auto", label=t("kind"))
+            kind = gr.Dropdown(list(KINDS), value="auto", label=t("kind"))
             text_field = gr.Textbox(label=t("text_field"), placeholder="text")
             split = gr.Radio(["paragraph", "line"], value="paragraph", label=t("split"))
             strict = gr.Checkbox(value=False, label=t("strict"))
