@@ -56,7 +56,8 @@ def _trainer_step(mode: str, folder: Path, seq: int, device: str = "cpu"):
 
     from minimind.tokenizer import load_tokenizer
     from minimind.training import TrainConfig
-    from minimind.training.loop import _optimizer, compute_loss
+    from minimind.training.objectives.language_model import LanguageModel
+    from minimind.training.setup import make_optimizer
     from minimind.training.modes import build_model, count_parameters, trainable_parameters
     from minimind.training.precision import Precision, bf16_supported
 
@@ -67,7 +68,7 @@ def _trainer_step(mode: str, folder: Path, seq: int, device: str = "cpu"):
     precision = Precision(cfg.precision, kind)
     tokenizer = load_tokenizer(folder)
     model = build_model(cfg, tokenizer, device, precision.dtype).train()
-    optimizer = _optimizer(model, cfg, device)
+    optimizer = make_optimizer(model, cfg, device)
     params = trainable_parameters(model)
     vocab = model.config.vocab_size if hasattr(model, "config") else len(tokenizer)
     ids = torch.randint(5, min(vocab, len(tokenizer)), (BATCH, seq), generator=torch.Generator().manual_seed(1))
@@ -76,7 +77,7 @@ def _trainer_step(mode: str, folder: Path, seq: int, device: str = "cpu"):
 
     def step() -> float:
         with precision.autocast():
-            loss = compute_loss(model, batch)
+            loss, _ = LanguageModel(precision, None).loss(model, batch)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()

@@ -66,15 +66,16 @@ def _trainer_defaults(model, device: str = "cpu"):
     """(autocast context factory, optimizer, compiled layers, precision name) as `minimind train`
     sets them up for a pretraining run on this device."""
     from minimind.training import TrainConfig
-    from minimind.training.loop import MIN_STEPS_TO_COMPILE, _compile_layers, _optimizer
+    from minimind.training.compiling import MIN_STEPS_TO_COMPILE, compile_layers
+    from minimind.training.setup import make_optimizer
     from minimind.training.precision import Precision, bf16_supported
 
     kind = device.split(":")[0]
     cfg = TrainConfig.from_dict({"data": {"files": ["corpus.txt"]}, "model": {"preset": "small"}}).resolved(
         kind, bf16_supported(device))
     precision = Precision(cfg.precision, kind)
-    optimizer = _optimizer(model, cfg, device)
-    layers = _compile_layers(model, cfg, MIN_STEPS_TO_COMPILE, lambda _msg: None)
+    optimizer = make_optimizer(model, cfg, device)
+    layers = compile_layers(model, cfg, MIN_STEPS_TO_COMPILE, lambda _msg: None)
     return precision.autocast, optimizer, layers, cfg.precision
 
 

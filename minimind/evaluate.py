@@ -85,3 +85,34 @@ def evaluate_documents(model, tokenizer, documents: list[str], context: int | No
     finally:
         model.train(was_training)
     return from_totals(nll, count, sum(len(d) for d in documents))
+
+
+def token_logprobs(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probability of each next token that has a label (position t predicts labels[t+1]).
+
+    Returns (log-probs, mask), both of shape [batch, length - 1]; unlabelled positions
+    (label -100) hold 0 and mask False. Computed in float32 whatever the logits' dtype."""
+    logits, targets = logits[:, :-1].float(), labels[:, 1:]
+    mask = targets != -100
+    picked = torch.gather(logits.log_softmax(-1), 2, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return picked * mask, mask
+
+
+@torch.no_grad()
+def labelled_nll(model, batches, autocast, device) -> tuple[float, int]:
+    """(summed NLL in nats, labelled tokens) of `model` over prepared batches (input_ids, labels,
+    attention_mask): the held-out figure of a training run's validation split."""
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    try:
+        for batch in batches:
+            batch = {k: v.to(device) for k, v in batch.items()}
+            with autocast():
+                logits = model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask")).logits
+            logps, mask = token_logprobs(logits, batch["labels"])
+            total -= logps.sum().item()
+            count += int(mask.sum())
+    finally:
+        model.train(was_training)
+    return total, count

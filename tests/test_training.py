@@ -12,6 +12,9 @@ from minimind.checkpoint import load_model
 from minimind.errors import ConfigError, TrainingError
 from minimind.training import RunDir, TrainConfig, train
 from minimind.training import loop as training_loop
+from minimind.training import setup as training_setup
+from minimind.training.batches import BatchStream
+from minimind.training.objectives.language_model import LanguageModel
 from minimind.training.schedule import lr_at
 from helpers import ROOT
 from training_helpers import (TINY_OVERRIDES, losses, make_config, save_base_model, write_chat_corpus,
@@ -92,15 +95,15 @@ def test_sft_trains_only_on_assistant_tokens(tmp_path, tokenizer):
     base = save_base_model(tmp_path / "base", tokenizer)
     chat = write_chat_corpus(tmp_path)
     cfg = make_config(tmp_path, [chat], mode="sft", model__init_from=str(base), data__seq_len=96, max_steps=2)
-    corpus = training_loop._prepare_data(cfg.resolved("cpu", False), tokenizer, training_loop.dist.DistInfo())
+    corpus = training_setup.prepare_data(cfg.resolved("cpu", False), tokenizer, training_loop.dist.DistInfo())
     row = corpus.train[0]
     kept = [i for i, lab in zip(row["input_ids"], row["labels"]) if lab != -100]
     assert tokenizer.decode(kept).endswith("<|im_end|>")
     assert "user" not in tokenizer.decode(kept) and "詩人" not in tokenizer.decode(kept)
     # the loss the loop computes is the cross-entropy over those positions only
     model = load_model(base)
-    batch = training_loop.BatchStream(corpus.train, 2, 1, 0, 0).micro_batches(0).__next__()
-    loss = training_loop.compute_loss(model, batch)
+    batch = BatchStream(corpus.train, 2, 1, 0, 0).micro_batches(0).__next__()
+    loss, _ = LanguageModel(None, None).loss(model, batch)
     logits = model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask")).logits
     target = batch["labels"][:, 1:]
     keep = target != -100
@@ -151,21 +154,21 @@ def test_qlora_runs_two_steps_on_cpu(tmp_path, tokenizer):
 
 def test_nan_loss_is_skipped_then_stops_with_a_clear_error(tmp_path, tokenizer_dir, monkeypatch):
     corpus = write_text_corpus(tmp_path)
-    real = training_loop.compute_loss
+    real = LanguageModel.loss
     calls = {"n": 0}
 
-    def sometimes_nan(model, batch):
+    def sometimes_nan(self, model, batch):
         calls["n"] += 1
-        loss = real(model, batch)
-        return loss * float("nan") if calls["n"] in (2, 3) else loss
+        loss, metrics = real(self, model, batch)
+        return (loss * float("nan") if calls["n"] in (2, 3) else loss), metrics
 
-    monkeypatch.setattr(training_loop, "compute_loss", sometimes_nan)
+    monkeypatch.setattr(LanguageModel, "loss", sometimes_nan)
     cfg = make_config(tmp_path, [corpus], model__tokenizer=str(tokenizer_dir), max_steps=4, max_bad_steps=3)
     status = train(cfg)
     assert status["state"] == "finished" and status["step"] == 4
     assert "step skipped (2 in a row)" in RunDir(tmp_path / "run").log_file.read_text()
 
-    monkeypatch.setattr(training_loop, "compute_loss", lambda m, b: real(m, b) * float("nan"))
+    monkeypatch.setattr(LanguageModel, "loss", lambda self, m, b: (real(self, m, b)[0] * float("nan"), {}))
     cfg2 = make_config(tmp_path / "again", [corpus], model__tokenizer=str(tokenizer_dir), max_steps=4,
                        max_bad_steps=3)
     with pytest.raises(TrainingError, match="NaN/Inf for 3 steps in a row"):
@@ -202,28 +205,32 @@ class _StepClock:
 
 
 def test_time_budget_holds_the_whole_run_to_the_wall_clock(tmp_path, tokenizer_dir, monkeypatch):
-    """On the trainer's own clock (1/8 s a micro-batch, 1/4 s an evaluation, 1/2 s a save: exact on
-    any machine) a 6 s budget counts from the call to train(): the probe sizes the run, measured
+    """On the trainer's own clock (1/8 s a micro-batch, 1/50 s a validation batch, 1/2 s a save: exact
+    on any machine) a 6 s budget counts from the call to train(): the probes size the run, measured
     steps, evaluations and saves re-size it, and the run ends, final evaluation and save included,
     within the budget and less than one step short of it."""
     clock = _StepClock(per_batch=0.125)
-    real_loss, real_eval, real_save = training_loop.compute_loss, training_loop.evaluate_split, training_loop.save_checkpoint
+    real_loss, real_eval, real_save = LanguageModel.loss, LanguageModel.evaluate, training_loop.save_checkpoint
 
-    def timed_loss(model, batch):
+    def timed_loss(self, model, batch):
         clock.now += clock.per_batch
-        return real_loss(model, batch)
+        return real_loss(self, model, batch)
 
-    def timed_eval(*args, **kwargs):
-        clock.now += 0.25
-        return real_eval(*args, **kwargs)
+    def timed_eval(self, model, batches):
+        def charged():
+            for batch in batches:
+                clock.now += 0.02
+                yield batch
+        return real_eval(self, model, charged())
 
     def timed_save(*args, **kwargs):
         clock.now += 0.5
         return real_save(*args, **kwargs)
 
     monkeypatch.setattr(training_loop, "time", clock)
-    monkeypatch.setattr(training_loop, "compute_loss", timed_loss)
-    monkeypatch.setattr(training_loop, "evaluate_split", timed_eval)
+    monkeypatch.setattr(training_setup, "time", clock)
+    monkeypatch.setattr(LanguageModel, "loss", timed_loss)
+    monkeypatch.setattr(LanguageModel, "evaluate", timed_eval)
     monkeypatch.setattr(training_loop, "save_checkpoint", timed_save)
     corpus = write_text_corpus(tmp_path)
     cfg = make_config(tmp_path, [corpus], model__tokenizer=str(tokenizer_dir), max_steps=0, time_budget_s=6.0,

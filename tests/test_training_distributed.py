@@ -46,3 +46,21 @@ def test_two_process_run_matches_one_process_with_the_same_global_batch(tmp_path
     b = load_file(str(run.checkpoints / "step-4" / "model.safetensors"))
     assert a.keys() == b.keys()
     assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-4
+
+
+def test_two_process_dpo_run_matches_one_process(tmp_path, tokenizer):
+    """DPO under DDP: each process scores its share of the pairs against its own reference copy;
+    the averaged gradients equal one process's on the whole batch."""
+    from test_training_objectives import dpo_config, write_preference_corpus
+    from training_helpers import save_base_model
+
+    base = save_base_model(tmp_path / "base", tokenizer)
+    pairs = write_preference_corpus(tmp_path)
+    train(dpo_config(tmp_path / "one", base, pairs, max_steps=3, batch_size=4, eval_every=3))
+    multi = dpo_config(tmp_path / "two", base, pairs, max_steps=3, batch_size=2, eval_every=3, distributed="ddp")
+    multi.save(tmp_path / "multi.yaml")
+    _torchrun(tmp_path / "multi.yaml", tmp_path / "two" / "run")
+    one, two = losses(tmp_path / "one" / "run"), losses(tmp_path / "two" / "run")
+    assert sorted(one) == sorted(two) == [1, 2, 3]
+    for step in one:
+        assert abs(one[step] - two[step]) < 1e-5, (step, one[step], two[step])

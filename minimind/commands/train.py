@@ -1,7 +1,11 @@
-"""Train a model: pretrain from scratch, full fine-tune, LoRA or QLoRA.
+"""Train a model: pretrain from scratch, full fine-tune, LoRA or QLoRA, DPO or distillation.
 
   python -m minimind train --config run.yaml --set optim.lr=3e-4 --set max_steps=500
   python -m minimind train --set mode=pretrain --set data.files=[corpus.txt] --set model.preset=nano
+  python -m minimind train --set mode=dpo --set model.init_from=checkpoints/minimind-tang \\
+      --set data.files=[samples/tang_preference.jsonl] --set adapter=lora --set max_steps=200
+  python -m minimind train --set mode=distill --set distill.teacher=checkpoints/minimind-shakespeare \\
+      --set data.files=[corpus.txt] --set model.preset=nano --set time_budget_s=600
   python -m minimind train --run-dir runs/20261130-101500-1234 --resume
   torchrun --nproc_per_node=2 -m minimind train --config run.yaml
 
@@ -15,7 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 
-HELP = "train (pretrain / sft / lora / qlora) into a run folder; --resume continues one"
+HELP = "train (pretrain / sft / lora / qlora / dpo / distill) into a run folder; --resume continues one"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

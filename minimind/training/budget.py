@@ -12,12 +12,49 @@ agree on one figure (their mean) and stop at the same step.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+from .schedule import default_warmup
 
 # Re-sizing starts after this many steps (the first ones compile) and this share of the budget.
 TIME_FROM_STEP, FIRST_RESIZE_SHARE = 2, 0.05
 # Before a save has been timed, it is guessed to cost this many training steps.
 SAVE_GUESS_STEPS = 3
+# Automatic evaluation intervals keep evaluations to about this share of the training time.
+EVAL_SHARE = 0.05
+# A speed probe (eager, before compilation, maybe on a busy machine) only sizes a run roughly:
+# it plans this share of the time left; measured steps re-size the run later.
+PROBE_PLAN_SHARE = 0.9
+
+
+def planned_steps(cfg, steps_per_epoch: float, per_step: float | None = None,
+                  seconds_left: float | None = None) -> int:
+    """Optimizer steps of a run: `max_steps`, else what a time budget buys at the probed
+    seconds per step, else `epochs` passes over the training split. The estimate and the
+    loop both plan with this."""
+    if cfg.max_steps:
+        return cfg.max_steps
+    if cfg.time_budget_s > 0 and per_step:
+        return max(1, int(PROBE_PLAN_SHARE * seconds_left / per_step))
+    return max(1, math.ceil(cfg.epochs * steps_per_epoch))
+
+
+def eval_every_at_least(cfg, validation_rows: int) -> int:
+    """The shortest automatic evaluation interval that keeps evaluations to EVAL_SHARE of the
+    run. An evaluation reads `eval_batches` batches forward only, about a third of a training
+    step each (10 evaluations of 20 batches would eat most of a 2-minute run)."""
+    val_batches = math.ceil(validation_rows / cfg.batch_size)
+    eval_cost_steps = min(cfg.eval_batches or val_batches, val_batches) / (3 * cfg.grad_accum)  # per rank
+    return math.ceil(eval_cost_steps / EVAL_SHARE)
+
+
+def intervals(cfg, total: int, min_eval_every: int) -> tuple[int, int, int, int]:
+    """(warmup, eval, save, log) intervals of a run of `total` steps; 0/None in the config is auto."""
+    return (cfg.optim.warmup_steps if cfg.optim.warmup_steps is not None else default_warmup(total),
+            cfg.eval_every or max(1, min(total, max(total // 10, min_eval_every))),
+            cfg.save_every or max(1, total // 5),
+            cfg.log_every or max(1, min(10, total // 50)))
 
 
 @dataclass

@@ -19,7 +19,9 @@ from ..config import PRESETS
 from ..errors import ConfigError
 from .sizing import pretrain_lr
 
-MODES = ("pretrain", "sft", "lora", "qlora")
+MODES = ("pretrain", "sft", "lora", "qlora", "dpo", "distill")
+ADAPTERS = ("", "lora", "qlora")
+DPO_LOSSES = ("sigmoid",)
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DISTRIBUTED = ("ddp", "fsdp")
@@ -40,7 +42,7 @@ class ModelSection:
 @dataclass
 class DataSection:
     files: list = field(default_factory=list)  # corpus files (txt/md/jsonl/json/csv/parquet)
-    kind: str = "auto"                   # auto | text | chat | instruction
+    kind: str = "auto"                   # auto | text | chat | instruction | preference
     text_field: str | None = None        # record field holding plain text (default text/content)
     split: str = "paragraph"             # txt/md documents: "paragraph" (blank lines) or "line"
     seq_len: int | None = None           # tokens per training row (auto: 256, or model context)
@@ -50,6 +52,14 @@ class DataSection:
     max_skipped: int = 100               # bad records tolerated in lenient mode
     cache_dir: str | None = None         # prepared-data cache (default $MINIMIND_CACHE or ~/.cache)
 
+    def reading(self):
+        """These settings as the data package's DataConfig (how the corpus is read and cut)."""
+        from ..data import DataConfig
+
+        return DataConfig(kind=self.kind, text_field=self.text_field, split=self.split, seq_len=self.seq_len,
+                          val_fraction=self.val_fraction, seed=self.seed, strict=self.strict,
+                          max_skipped=self.max_skipped, cache_dir=self.cache_dir)
+
 
 @dataclass
 class LoraSection:
@@ -57,6 +67,21 @@ class LoraSection:
     alpha: int = 32                      # scaling numerator (scale = alpha / rank)
     dropout: float = 0.05                # dropout on the LoRA input
     target_modules: list = field(default_factory=lambda: list(LORA_TARGETS))  # linear layers to adapt
+
+
+@dataclass
+class DpoSection:
+    beta: float = 0.1                    # strength of the pull towards the reference policy
+    label_smoothing: float = 0.0         # share of pairs assumed mislabelled (conservative DPO), 0..0.5
+    loss: str = "sigmoid"                # loss variant, recorded in the run config (sigmoid = the DPO paper's)
+
+
+@dataclass
+class DistillSection:
+    teacher: str = ""                    # teacher model folder (a checkpoint or run); same tokenizer as the student
+    temperature: float = 2.0             # softens both distributions; the KL term is scaled by T^2
+    kl_weight: float = 0.5               # weight of KL(teacher || student) on the trained tokens
+    ce_weight: float = 0.5               # weight of the ordinary next-token loss on the data
 
 
 @dataclass
@@ -73,11 +98,14 @@ class OptimSection:
 
 @dataclass
 class TrainConfig:
-    mode: str = "pretrain"               # pretrain | sft | lora | qlora
+    mode: str = "pretrain"               # pretrain | sft | lora | qlora | dpo | distill
+    adapter: str = ""                    # dpo / distill: "" (full weights), lora or qlora (lora/qlora modes imply it)
     model: ModelSection = field(default_factory=ModelSection)
     data: DataSection = field(default_factory=DataSection)
     lora: LoraSection = field(default_factory=LoraSection)
     optim: OptimSection = field(default_factory=OptimSection)
+    dpo: DpoSection = field(default_factory=DpoSection)
+    distill: DistillSection = field(default_factory=DistillSection)
     max_steps: int = 0                   # optimizer steps (0: from epochs or time_budget_s)
     epochs: float = 1.0                  # passes over the training split when max_steps = 0
     time_budget_s: float = 0.0           # > 0: size max_steps to this wall-clock budget
@@ -143,24 +171,42 @@ class TrainConfig:
             node[parts[-1]] = yaml.safe_load(value)
         return TrainConfig.from_dict(raw)
 
+    # ---- what the mode means --------------------------------------------
+
+    @property
+    def objective(self) -> str:
+        """The loss the loop optimises: language_model (pretrain, sft, lora, qlora), dpo or distill."""
+        return self.mode if self.mode in ("dpo", "distill") else "language_model"
+
+    @property
+    def adapter_kind(self) -> str:
+        """"lora", "qlora" or "" (every weight trains)."""
+        return self.mode if self.mode in ("lora", "qlora") else self.adapter
+
+    @property
+    def new_model(self) -> bool:
+        """Whether the run starts from fresh weights (pretrain, or a distilled student of a preset)."""
+        return self.mode in ("pretrain", "distill") and not self.model.init_from
+
     # ---- defaults and validation ---------------------------------------
 
     def resolved(self, device: str, bf16_ok: bool = True) -> "TrainConfig":
         """A copy with every auto field filled for this mode and device."""
         c = TrainConfig.from_dict(self.to_dict())
         on_gpu = device.startswith("cuda")
-        new_model = c.mode == "pretrain" and not c.model.init_from
+        new_model = c.new_model
         if c.optim.lr is None and new_model and c.model.preset != "auto":
             c.optim.lr = pretrain_lr(c.model.preset)
         elif c.optim.lr is None and not new_model:
-            c.optim.lr = {"pretrain": 2e-3, "sft": 1e-4, "lora": 1e-3, "qlora": 1e-3}[c.mode]
+            c.optim.lr = {"pretrain": 2e-3, "sft": 1e-4, "lora": 1e-3, "qlora": 1e-3,
+                          "distill": 1e-4}.get(c.mode) or (1e-5 if not c.adapter_kind else 2e-4)  # dpo
         # (a new model of size "auto" gets its learning rate once its size is chosen)
         if c.batch_size is None:
             # Pretraining on a CPU: 4 x 256 tokens per step. A CPU budget buys few steps, and a
             # small model gains more from 4x the updates than from 4x the rows per update
             # (benchmarks/quality.py: 2 min of nano on Tang, held-out BPC 8.40 at 4 rows, 8.62
             # at 8, 8.70 at 16, at the same tokens/s).
-            c.batch_size = (32 if on_gpu else 4) if c.mode == "pretrain" else (16 if on_gpu else 8)
+            c.batch_size = (32 if on_gpu else 4) if new_model else (16 if on_gpu else 8)
         if c.data.seq_len is None:
             c.data.seq_len = 512 if on_gpu else 256
         if c.precision == "auto":
@@ -181,8 +227,26 @@ class TrainConfig:
         need(self.device in DEVICES, f"device must be one of {', '.join(DEVICES)}")
         need(self.distributed in DISTRIBUTED, f"distributed must be one of {', '.join(DISTRIBUTED)}")
         need(self.compile in COMPILE, f"compile must be one of {', '.join(COMPILE)}")
-        need(self.mode == "pretrain" or bool(self.model.init_from),
+        need(self.mode in ("pretrain", "distill") or bool(self.model.init_from),
              f"mode {self.mode} fine-tunes an existing model: set model.init_from to a model folder")
+        need(self.adapter in ADAPTERS, f"adapter must be empty, lora or qlora (got {self.adapter!r})")
+        need(not self.adapter or self.mode in ("dpo", "distill"),
+             f"adapter is for modes dpo and distill; mode {self.mode} "
+             + ("already names its adapter" if self.mode in ("lora", "qlora") else "trains every weight")
+             + " (use mode lora or qlora for supervised fine-tuning with an adapter)")
+        need(not self.adapter or bool(self.model.init_from),
+             "an adapter fine-tunes an existing model: set model.init_from to a model folder")
+        need(self.dpo.beta > 0, f"dpo.beta must be positive (got {self.dpo.beta!r})")
+        need(0.0 <= self.dpo.label_smoothing < 0.5, "dpo.label_smoothing must be in [0, 0.5)")
+        need(self.dpo.loss in DPO_LOSSES, f"dpo.loss must be one of {', '.join(DPO_LOSSES)}")
+        need(self.mode != "dpo" or self.data.kind in ("auto", "preference"),
+             f"mode dpo trains on a preference corpus (prompt, chosen, rejected); data.kind is {self.data.kind!r}")
+        need(self.mode != "distill" or bool(self.distill.teacher),
+             "mode distill learns from a teacher: set distill.teacher to a model folder")
+        need(self.distill.temperature > 0, "distill.temperature must be positive")
+        need(self.distill.kl_weight >= 0 and self.distill.ce_weight >= 0
+             and self.distill.kl_weight + self.distill.ce_weight > 0,
+             "distill.kl_weight and distill.ce_weight must be >= 0, and not both 0")
         need(bool(self.data.files), "data.files is empty: name at least one corpus file")
         need(self.max_steps >= 0, "max_steps must be >= 0")
         need(0 <= self.threads <= 1024, "threads must be 0 (PyTorch's default) .. 1024")

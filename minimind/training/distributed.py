@@ -78,6 +78,15 @@ def mean(value: float, info: DistInfo, device: str = "cpu") -> float:
     return t.item() / info.world
 
 
+def means(values: dict[str, float], info: DistInfo) -> dict[str, float]:
+    """Each value averaged over the processes, in one all-reduce."""
+    if not info.enabled or not values:
+        return values
+    t = torch.tensor(list(values.values()), dtype=torch.float64)
+    dist.all_reduce(t)
+    return {k: v / info.world for k, v in zip(values, t.tolist())}
+
+
 def finish(info: DistInfo, clean: bool = True) -> None:
     """Leave the process group. After a clean run every rank first waits for the others:
     a rank that tears gloo down while its peer is still in a collective (or still writing

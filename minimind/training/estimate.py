@@ -14,13 +14,12 @@ from dataclasses import asdict, dataclass
 import torch
 
 from . import distributed as dist
-from .batches import BatchStream
+from .budget import planned_steps
 from .config import TrainConfig
-from .budget import Budget
-from .loop import _prepare_data, _prepare_tokenizer, _speed_probe, choose_new_model_size
-from .modes import build_model, count_parameters
-from .precision import Precision, bf16_supported, describe, pick_device
+from .modes import count_parameters
+from .precision import bf16_supported, describe, pick_device
 from .run_dir import RunDir
+from .setup import set_up, speed_probe
 
 
 @dataclass
@@ -40,24 +39,22 @@ class Estimate:
 
 
 def estimate(config: TrainConfig, probe_steps: int = 2, scratch: str | None = None) -> Estimate:
+    """Build the run as the trainer would (set_up), time a few steps of its objective, and plan
+    its steps with the trainer's own arithmetic (budget.planned_steps)."""
     device = pick_device(config.device)
     cfg = config.resolved(device, bf16_supported(device))
     info = dist.DistInfo()
     run = RunDir(scratch or cfg.run_dir or ".")
-    tokenizer = _prepare_tokenizer(cfg, run, info)
-    corpus = _prepare_data(cfg, tokenizer, info)
-    precision = Precision(cfg.precision, device)
-    budget = Budget.start(cfg.time_budget_s, time.perf_counter()) if cfg.time_budget_s > 0 else None
-    choose_new_model_size(cfg, tokenizer, corpus, device, precision, info, budget, lambda _msg: None)
-    model = build_model(cfg, tokenizer, device, precision.dtype)
-    stream = BatchStream(corpus.train, cfg.batch_size, cfg.grad_accum, cfg.seed, tokenizer.pad_token_id)
-    model.train()
-    per_step = _speed_probe(model, stream, precision, steps=probe_steps)
-    steps = cfg.max_steps or (max(1, int(cfg.time_budget_s / per_step)) if cfg.time_budget_s
-                              else max(1, math.ceil(cfg.epochs * stream.steps_per_epoch())))
-    trainable, total = count_parameters(model)
-    del model
+    started = time.perf_counter()
+    built = set_up(cfg, run, info, device, resume=False, started=started, log=lambda _msg: None)
+    built.model.train()
+    per_step = speed_probe(built.model, built.stream, built.precision, built.objective.loss, steps=probe_steps)
+    left = built.budget.left(time.perf_counter()) if built.budget else None
+    steps = planned_steps(cfg, built.stream.steps_per_epoch(), per_step, left)
+    trainable, total = count_parameters(built.base_model)
+    corpus = built.corpus
+    del built
     torch.cuda.empty_cache() if torch.cuda.is_available() else None
-    new_model = cfg.mode == "pretrain" and not cfg.model.init_from
-    return Estimate(describe(device, cfg.precision), cfg.model.preset if new_model else "", total, trainable, len(corpus.train),
-                    int(getattr(corpus.stats, "tokens", 0) or 0), steps, per_step, steps * per_step)
+    return Estimate(describe(device, cfg.precision), cfg.model.preset if cfg.new_model else "", total, trainable,
+                    len(corpus.train), int(getattr(corpus.stats, "tokens", 0) or 0), steps, per_step,
+                    steps * per_step)

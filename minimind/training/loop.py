@@ -1,6 +1,7 @@
-"""The one training loop. Pretrain, full fine-tune, LoRA and QLoRA are options of it:
-they differ in how the model is built (modes.py) and what the data looks like
-(minimind.data), not in this code.
+"""The one training loop. Every mode is an option of it: what is optimised is an objective
+(objectives/: next-token loss for pretrain and SFT, DPO, distillation), how the model is
+built and which weights train is modes.py, and everything before the first step is
+setup.py.
 
 Each optimizer step: for each micro-batch, forward under autocast and backward;
 skip the step if the loss or the gradient norm is not finite; clip; AdamW; set
@@ -22,21 +23,18 @@ import torch
 
 from ..errors import MiniMindError, TrainingError
 from . import distributed as dist
-from .batches import BatchStream, eval_batches
-from .checkpoint import latest_checkpoint, load_trainer_state, remove_partial, save_checkpoint
+from .batches import eval_batches
+from .budget import eval_every_at_least, intervals, planned_steps
+from .checkpoint import latest_checkpoint, save_checkpoint
+from .compiling import LossWithFallback, compile_layers
 from .config import TrainConfig
-from .modes import ADAPTER_MODES, build_model, count_parameters, trainable_parameters
+from .modes import count_parameters, trainable_parameters
 from .perf import flops_per_token, matmul_peak_flops
 from .precision import Precision, bf16_supported, describe, pick_device
 from .run_dir import RunDir, new_run_id
-from .budget import Budget
-from .schedule import default_warmup, lr_at
-from .sizing import choose_preset, parameter_count, pretrain_lr
-
-
-def compute_loss(model, batch: dict) -> torch.Tensor:
-    """Mean next-token loss of one micro-batch (MoE balancing loss included)."""
-    return model(**batch).loss
+from .schedule import lr_at
+from .setup import set_up, speed_probe
+from .state_io import full_model_state, full_optimizer_state, write_generation_config
 
 
 class _StopFlag:
@@ -119,236 +117,68 @@ def _start_run_folder(run: RunDir, cfg: TrainConfig, resume: bool) -> None:
         raise TrainingError(message) from None
 
 
-def _prepare_tokenizer(cfg: TrainConfig, run: RunDir, info):
-    from ..checkpoint import load_tokenizer_for
-    from ..tokenizer import load_tokenizer, train_tokenizer
 
-    own = run.path / "tokenizer"
-    if cfg.model.tokenizer:
-        return load_tokenizer(cfg.model.tokenizer)
-    if cfg.model.init_from:
-        return load_tokenizer_for(cfg.model.init_from)
-    if (own / "tokenizer.json").is_file():
-        return load_tokenizer(own)
-    if info.is_main:
-        run.log(f"training a {cfg.model.vocab_size}-token tokenizer on the corpus")
-        _, report = train_tokenizer(cfg.data.files, cfg.model.vocab_size, out_dir=own,
-                                    text_field=cfg.data.text_field, min_char_count=cfg.model.min_char_count)
-        run.log(f"tokenizer: {report.vocab_size} tokens, {report.chars_per_token:.2f} chars/token, "
-                f"byte-fallback share {100 * report.byte_fallback_share:.2f} %, trained in {report.seconds:.1f}s")
-    dist.barrier(info)
-    return load_tokenizer(own)
-
-
-def _prepare_data(cfg: TrainConfig, tokenizer, info):
-    from ..data import DataConfig, prepare_corpus
-
-    data_config = DataConfig(kind=cfg.data.kind, text_field=cfg.data.text_field, split=cfg.data.split,
-                             seq_len=cfg.data.seq_len, val_fraction=cfg.data.val_fraction,
-                             seed=cfg.data.seed, strict=cfg.data.strict, max_skipped=cfg.data.max_skipped,
-                             cache_dir=cfg.data.cache_dir)
-    if info.is_main:
-        corpus = prepare_corpus(cfg.data.files, tokenizer, data_config)
-    dist.barrier(info)
-    if not info.is_main:
-        corpus = prepare_corpus(cfg.data.files, tokenizer, data_config)
-    if len(corpus.train) == 0:
-        raise TrainingError("the training split is empty: the corpus is too small for data.seq_len "
-                            f"= {cfg.data.seq_len}; add text or lower data.seq_len")
-    return corpus
-
-
-def choose_new_model_size(cfg: TrainConfig, tokenizer, corpus, device: str, precision: Precision, info,
-                          budget: Budget | None, log) -> bool:
-    """Fill `model.preset: auto` (and an unset learning rate) of a new model from what the run can
-    afford (training/sizing.py). Returns whether anything was chosen. With a time budget each
-    candidate size is timed by a short speed probe on this device; with a step count or epochs
-    the planned tokens are known without one."""
-    if cfg.mode != "pretrain" or cfg.model.init_from:
-        return False
-    chose = False
-    if cfg.model.preset == "auto":
-        tokens_per_step = cfg.batch_size * cfg.grad_accum * info.world * cfg.data.seq_len
-
-        def planned_tokens(preset: str) -> float:
-            if cfg.max_steps or budget is None:
-                steps = cfg.max_steps or cfg.epochs * BatchStream(
-                    corpus.train, cfg.batch_size, cfg.grad_accum, cfg.seed, tokenizer.pad_token_id,
-                    info.rank, info.world).steps_per_epoch()
-                return steps * tokens_per_step
-            trial = TrainConfig.from_dict({**cfg.to_dict(), "model": {**cfg.to_dict()["model"], "preset": preset}})
-            model = build_model(trial, tokenizer, device, precision.dtype).train()
-            stream = BatchStream(corpus.train, cfg.batch_size, cfg.grad_accum, cfg.seed, tokenizer.pad_token_id,
-                                 info.rank, info.world)
-            per_step = dist.mean(_speed_probe(model, stream, precision, steps=2), info)
-            del model
-            return 0.9 * dist.mean(budget.left(time.perf_counter()), info) / per_step * tokens_per_step
-
-        choice = choose_preset(planned_tokens, lambda preset: parameter_count(preset, len(tokenizer),
-                                                                               cfg.model.overrides))
-        cfg.model.preset, chose = choice.preset, True
-        log(choice.describe())
-    if cfg.optim.lr is None:
-        cfg.optim.lr, chose = pretrain_lr(cfg.model.preset), True
-    return chose
-
-
-def _optimizer(model, cfg: TrainConfig, device: str):
-    params = trainable_parameters(model)
-    decay = [p for p in params if p.dim() >= 2]
-    no_decay = [p for p in params if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": cfg.optim.weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
-    kwargs = dict(lr=cfg.optim.lr, betas=(cfg.optim.beta1, cfg.optim.beta2), eps=cfg.optim.eps)
-    fused = device.startswith("cuda") or device == "cpu"
-    if fused and not any(hasattr(p, "device_mesh") for p in params):  # DTensors (FSDP) take foreach
-        try:
-            return torch.optim.AdamW(groups, fused=True, **kwargs)
-        except (RuntimeError, TypeError):
-            pass
-    return torch.optim.AdamW(groups, **kwargs)
-
-
-def _speed_probe(model, stream: BatchStream, precision: Precision, steps: int = 3) -> float:
-    """Seconds per optimizer step, from forward+backward passes that change no weights."""
-    times = []
-    for step in range(steps + 1):
-        start = time.perf_counter()
-        for batch in stream.micro_batches(step):
-            with precision.autocast():
-                loss = compute_loss(model, _to(batch, next(model.parameters()).device))
-            loss.backward()
-        times.append(time.perf_counter() - start)
-    model.zero_grad(set_to_none=True)
-    return sorted(times[1:])[len(times[1:]) // 2] * 1.1  # + optimizer step
-
-
-def _to(batch: dict, device) -> dict:
-    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-
-
-@torch.no_grad()
-def evaluate_split(model, dataset, batch_size: int, limit: int, pad_id: int, precision: Precision,
-                   device) -> float:
-    """Mean next-token loss per predicted token over the first `limit` validation batches."""
-    was_training = model.training
-    model.eval()
-    total, count = 0.0, 0
-    for batch in eval_batches(dataset, batch_size, limit, pad_id):
-        batch = _to(batch, device)
-        with precision.autocast():
-            logits = model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask")).logits
-        targets = batch["labels"][:, 1:]
-        nll = torch.nn.functional.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]),
-                                                targets.reshape(-1), ignore_index=-100, reduction="sum")
-        total += nll.item()
-        count += int((targets != -100).sum())
-    model.train(was_training)
-    return total / max(count, 1)
-
-
-def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop: _StopFlag, progress,
+def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, stop: _StopFlag, progress,
            started: float):
     main = info.is_main
-    log = run.log if main else (lambda _msg: None)
-    torch.manual_seed(cfg.seed)
-    precision = Precision(cfg.precision, device.split(":")[0])
-    tokenizer = _prepare_tokenizer(cfg, run, info)
-    corpus = _prepare_data(cfg, tokenizer, info)
-    budget = Budget.start(cfg.time_budget_s, started) if cfg.time_budget_s > 0 else None
-    if choose_new_model_size(cfg, tokenizer, corpus, device, precision, info, budget, log) and main:
-        cfg.save(run.config_file)  # a resumed run builds the size chosen now
-    model = build_model(cfg, tokenizer, device, precision.dtype)
-    base_model = model
-
-    checkpoint = None
-    if resume:
-        remove_partial(run.checkpoints)
-        checkpoint = latest_checkpoint(run.checkpoints)
-        if checkpoint is not None:
-            _load_weights(base_model, checkpoint, cfg.mode)
-    if cfg.grad_checkpointing:
-        getattr(base_model, "get_base_model", lambda: base_model)().activation_checkpointing_enable()
-        if cfg.mode in ADAPTER_MODES:
-            base_model.enable_input_require_grads()
-    model = dist.wrap(base_model, info, cfg.distributed, device)
-    optimizer = _optimizer(base_model, cfg, device)
-    scaler = precision.grad_scaler()
-    stream = BatchStream(corpus.train, cfg.batch_size, cfg.grad_accum, cfg.seed, tokenizer.pad_token_id,
-                         info.rank, info.world)
-
-    state = {"step": 0, "tokens_seen": 0, "elapsed_s": 0.0, "max_steps": cfg.max_steps}
-    if checkpoint is not None:
-        state, optim_state = load_trainer_state(checkpoint)
-        _load_optimizer(optimizer, optim_state, model, cfg)
+    log = run_dir.log if main else (lambda _msg: None)
+    run = set_up(cfg, run_dir, info, device, resume, started, log)
+    model, base_model, objective, budget = run.model, run.base_model, run.objective, run.budget
+    optimizer, scaler, stream, precision, tokenizer = run.optimizer, run.scaler, run.stream, run.precision, run.tokenizer
+    corpus, state = run.corpus, run.state
+    if run.sized and main:
+        cfg.save(run_dir.config_file)  # a resumed run builds the size chosen now
+    if run.checkpoint is not None:
         if main:
-            run.truncate_metrics_after(state["step"])
-        log(f"resumed from {checkpoint.name} (step {state['step']})")
+            run_dir.truncate_metrics_after(state["step"])
+        log(f"resumed from {run.checkpoint.name} (step {state['step']})")
     elif resume:
         if main:
-            run.truncate_metrics_after(-1)  # nothing was kept: the curve starts again from step 0
+            run_dir.truncate_metrics_after(-1)  # nothing was kept: the curve starts again from step 0
         log("no complete checkpoint yet: starting from step 0")
 
     max_steps = state.get("max_steps") or cfg.max_steps
-    if budget is not None and checkpoint is not None:
-        budget = Budget.start(cfg.time_budget_s, started, already_used=state.get("elapsed_s", 0.0))
-    if not max_steps and budget is not None:
-        per_step = dist.mean(_speed_probe(model, stream, precision), info)  # all ranks agree
-        left = dist.mean(budget.left(time.perf_counter()), info)
-        max_steps = max(1, int(0.9 * left / per_step))  # rough: re-sized from measured steps
-        log(f"speed probe: {per_step:.2f}s/step -> {max_steps} steps in {cfg.time_budget_s:.0f}s")
     if not max_steps:
-        max_steps = max(1, math.ceil(cfg.epochs * stream.steps_per_epoch()))
+        per_step = left = None
+        if budget is not None:
+            per_step = dist.mean(speed_probe(model, stream, precision, objective.loss), info)  # all ranks agree
+            left = dist.mean(budget.left(time.perf_counter()), info)
+        max_steps = planned_steps(cfg, stream.steps_per_epoch(), per_step, left)
+        if per_step:
+            log(f"speed probe: {per_step:.2f}s/step -> {max_steps} steps in {cfg.time_budget_s:.0f}s")
     state["max_steps"] = max_steps
-
-    # An evaluation reads `eval_batches` batches forward only: about a third of a training step
-    # each. Automatic intervals keep the evaluations to ~EVAL_SHARE of the run, which matters
-    # most for a short time budget (10 evaluations of 20 batches would eat most of a 2-minute run).
-    val_batches = math.ceil(len(corpus.validation) / cfg.batch_size)
-    eval_cost_steps = min(cfg.eval_batches or val_batches, val_batches) / (3 * cfg.grad_accum)  # per rank
-    min_eval_every = math.ceil(eval_cost_steps / EVAL_SHARE)
-
-    def intervals(total: int) -> tuple[int, int, int, int]:
-        """warmup, eval, save and log intervals for a run of `total` steps."""
-        return (cfg.optim.warmup_steps if cfg.optim.warmup_steps is not None else default_warmup(total),
-                cfg.eval_every or max(1, min(total, max(total // 10, min_eval_every))), cfg.save_every or max(1, total // 5),
-                cfg.log_every or max(1, min(10, total // 50)))
-
-    warmup, eval_every, save_every, log_every = intervals(max_steps)
+    min_eval_every = eval_every_at_least(cfg, len(corpus.validation))
+    warmup, eval_every, save_every, log_every = intervals(cfg, max_steps, min_eval_every)
     # With a time budget, the probe (eager, before compilation, maybe on a busy machine) only
     # sizes the run roughly; it is re-sized from measured steps, evaluations and saves (budget.py).
     timed = budget is not None and not cfg.max_steps
+    if timed and budget.eval_s is None:
+        budget.eval_s = dist.mean(_eval_probe(objective, model, corpus.validation, cfg, tokenizer.pad_token_id), info)
 
-    forward = _Forward(_compile_layers(base_model, cfg, max_steps, log), log)
+    loss_fn = LossWithFallback(objective.loss, compile_layers(base_model, cfg, max_steps, log), log)
     trainable, total_params = count_parameters(base_model)
-    model_config = getattr(base_model, "config", None)
     seq_len = cfg.data.seq_len
-    fpt = flops_per_token(model_config, seq_len, trainable / max(total_params, 1))
+    fpt = flops_per_token(getattr(base_model, "config", None), seq_len, trainable / max(total_params, 1))
     peak = matmul_peak_flops(device, precision.dtype) if main else 1.0
     tokens_per_epoch = int(corpus.stats.tokens) if getattr(corpus.stats, "tokens", None) else None
-    # bits per character of the validation text (for chat: of the assistant replies)
-    bpc_factor = corpus.val_tokens / corpus.val_characters / math.log(2) if corpus.val_characters else None
     if main:
-        run.write_status(state="running", step=state["step"], total=max_steps, device=describe(device, cfg.precision),
-                         precision=cfg.precision, params=total_params, trainable_params=trainable,
-                         tokens_per_epoch=tokens_per_epoch, train_rows=len(corpus.train),
-                         val_rows=len(corpus.validation), kind=corpus.kind, world=info.world)
+        run_dir.write_status(state="running", step=state["step"], total=max_steps,
+                             device=describe(device, cfg.precision), precision=cfg.precision, params=total_params,
+                             trainable_params=trainable, tokens_per_epoch=tokens_per_epoch,
+                             train_rows=len(corpus.train), val_rows=len(corpus.validation), kind=corpus.kind,
+                             world=info.world, objective=objective.name)
         log(f"{cfg.mode}: {total_params:,} parameters ({trainable:,} trainable) on {describe(device, cfg.precision)}; "
             f"{len(corpus.train):,} train rows, {len(corpus.validation):,} validation rows; "
             f"{max_steps} steps of {stream.global_batch} rows x {seq_len} tokens")
 
     def do_eval(step: int) -> dict:
         eval_start = time.perf_counter()
-        loss = evaluate_split(model, corpus.validation, cfg.batch_size, cfg.eval_batches,
-                              tokenizer.pad_token_id, precision, device)
-        loss = dist.mean(loss, info)
-        record = {"step": step, "val_loss": loss, "val_ppl": math.exp(min(loss, 50))}
-        if bpc_factor:
-            record["val_bpc"] = loss * bpc_factor
+        figures = objective.evaluate(model, eval_batches(corpus.validation, cfg.batch_size, cfg.eval_batches,
+                                                         tokenizer.pad_token_id))
+        record = {"step": step, **{f"val_{k}": v for k, v in dist.means(figures, info).items()}}
         if main:
-            run.append_metrics(record)
-            log("eval step {step}: loss {val_loss:.4f} ppl {val_ppl:.2f}".format(**record)
-                + (f" bpc {record['val_bpc']:.3f}" if "val_bpc" in record else ""))
+            run_dir.append_metrics(record)
+            log(f"eval step {step}: " + " ".join(f"{k[4:]} {v:.4g}" for k, v in record.items() if k != "step"))
         if budget is not None:
             budget.eval_s = dist.mean(time.perf_counter() - eval_start, info)
         return record
@@ -361,29 +191,28 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
         return path
 
     def _save(step: int) -> Path | None:
-        model_sd = _full_model_state(model, base_model, info, cfg)
-        optim_sd = _full_optimizer_state(model, optimizer, info, cfg)
+        model_sd = full_model_state(model, base_model, info, cfg)
+        optim_sd = full_optimizer_state(model, optimizer, info, cfg)
         if not main:
             return None
-        unwrapped = base_model
 
         def write_model(folder: Path):
-            if cfg.mode in ADAPTER_MODES:
-                unwrapped.save_pretrained(folder)
+            if cfg.adapter_kind:
+                base_model.save_pretrained(folder)
             else:
-                unwrapped.save_pretrained(folder, state_dict=model_sd)
-                _write_generation_config(folder, tokenizer)
+                base_model.save_pretrained(folder, state_dict=model_sd)
+                write_generation_config(folder, tokenizer)
             tokenizer.save_pretrained(folder, save_jinja_files=False)
 
         trainer_state = {**state, "step": step, "epoch": stream.epoch_at(step)}
-        path = save_checkpoint(run.checkpoints, step, write_model, optim_sd, trainer_state, cfg.keep_checkpoints)
+        path = save_checkpoint(run_dir.checkpoints, step, write_model, optim_sd, trainer_state, cfg.keep_checkpoints)
         log(f"saved {path.name}")
         return path
 
     step = state["step"]
     state_start = step
     bad_in_row = 0
-    window_loss, window_steps, window_tokens = 0.0, 0, 0
+    window_loss, window_steps, window_tokens, window_metrics = 0.0, 0, 0, {}
     window_start = time.perf_counter()
     run_start = time.perf_counter() - state.get("elapsed_s", 0.0)
     last_status = 0.0
@@ -396,8 +225,8 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
         lr = lr_at(step, max_steps, cfg.optim.lr, warmup, cfg.optim.min_lr_ratio)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        step_loss, step_tokens, finite = _accumulate(model, stream.micro_batches(step), device, precision,
-                                                     scaler, forward)
+        step_loss, step_tokens, step_metrics, finite = _accumulate(model, stream.micro_batches(step), device,
+                                                                   precision, scaler, loss_fn)
         grad_norm = float("nan")
         if finite:
             scaler.unscale_(optimizer)
@@ -427,6 +256,8 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
         window_loss += step_loss
         window_steps += 1
         window_tokens += step_tokens
+        for name, value in step_metrics.items():
+            window_metrics[name] = window_metrics.get(name, 0.0) + value
         last = step == max_steps
 
         now = time.perf_counter()
@@ -438,10 +269,10 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
             resize = budget.due(evaluated=step % eval_every == 0)
             if resize or budget.no_time_for_another(seconds_left, step % eval_every == 0, step % save_every == 0):
                 left = 0 if not resize else budget.steps_left(seconds_left, eval_every, save_every,
-                                                              eval_cost_steps * budget.per_step())
-                max_steps = max(step, step + left) if not last else max_steps
+                                                              budget.eval_s or 0.0)
+                max_steps = step + left if left else step
                 state["max_steps"] = max_steps
-                warmup, eval_every, save_every, log_every = intervals(max_steps)
+                warmup, eval_every, save_every, log_every = intervals(cfg, max_steps, min_eval_every)
                 if resize:
                     log(f"measured {budget.per_step():.3f}s/step: run re-sized to {max_steps} steps to end "
                         f"within {cfg.time_budget_s:.0f}s ({seconds_left:.0f}s left)")
@@ -449,12 +280,14 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
         tokens_per_s = window_tokens / max(now - window_start, 1e-9)
         eta = (max_steps - step) * (now - window_start) / max(window_steps, 1)
         if step % log_every == 0 or last:
-            record = {"step": step, "loss": window_loss / window_steps, "lr": lr, "grad_norm": grad_norm,
+            metrics = dist.means({k: v / window_steps for k, v in window_metrics.items()}, info)
+            record = {"step": step, "loss": window_loss / window_steps, **metrics, "lr": lr, "grad_norm": grad_norm,
                       "tokens_per_s": tokens_per_s, "mfu": fpt * tokens_per_s / peak,
                       "tokens": state["tokens_seen"], "epoch": stream.epoch_at(step), "elapsed_s": elapsed}
             if main:
-                run.append_metrics(record)
-            window_loss, window_steps, window_tokens, window_start = 0.0, 0, 0, time.perf_counter()
+                run_dir.append_metrics(record)
+            window_loss, window_steps, window_tokens, window_metrics = 0.0, 0, 0, {}
+            window_start = time.perf_counter()
         if progress and main:
             progress(step, max_steps, {"loss": step_loss, "lr": lr, "tokens_per_s": tokens_per_s, "eta_s": eta})
         if step % eval_every == 0 or last:
@@ -464,62 +297,59 @@ def _train(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, stop:
             do_save(step)
         if main and (now - last_status > 1.0 or last or stop_now):
             last_status = now
-            run.write_status(step=step, total=max_steps, loss=step_loss, lr=lr, tokens_per_s=tokens_per_s,
-                             eta_s=eta, elapsed_s=elapsed, tokens=state["tokens_seen"],
-                             epoch=stream.epoch_at(step), **{k: v for k, v in last_eval.items() if k != "step"})
+            run_dir.write_status(step=step, total=max_steps, loss=step_loss, lr=lr, tokens_per_s=tokens_per_s,
+                                 eta_s=eta, elapsed_s=elapsed, tokens=state["tokens_seen"],
+                                 epoch=stream.epoch_at(step), **{k: v for k, v in last_eval.items() if k != "step"})
         if stop_now and not last:
             stopped = True
             break
 
-    final = latest_checkpoint(run.checkpoints) if main else None
+    final = latest_checkpoint(run_dir.checkpoints) if main else None
     if main:
         if stopped:
             log(f"stopped at step {step} (checkpoint saved); resume with --resume")
         else:
             log(f"finished: {step} steps in {state['elapsed_s']:.0f}s")
-        return run.write_status(state="stopped" if stopped else "finished", step=step, total=max_steps,
-                                final_checkpoint=str(final) if final else None,
-                                eta_s=0 if not stopped else None)
+        return run_dir.write_status(state="stopped" if stopped else "finished", step=step, total=max_steps,
+                                    final_checkpoint=str(final) if final else None,
+                                    eta_s=0 if not stopped else None)
     return {}
 
 
-class _Forward:
-    """`compute_loss`, falling back to eager layers once if compiling them fails."""
-
-    def __init__(self, compiled: list, log):
-        self.compiled, self.log = compiled, log
-
-    def __call__(self, model, batch: dict) -> torch.Tensor:
-        try:
-            return compute_loss(model, batch)
-        except Exception as err:  # only a compilation failure is recoverable here
-            if not self.compiled or not _is_compile_error(err):
-                raise
-            uncompile(self.compiled, self.log, err)
-            self.compiled = []
-            return compute_loss(model, batch)
+def _eval_probe(objective, model, validation, cfg: TrainConfig, pad_id: int) -> float:
+    """Seconds one evaluation will take, from timing its first batch: until the first real one,
+    the budget plans with this (an objective with a frozen teacher or reference pays for that
+    model's forward pass too, so a fixed share of a training step would be far off)."""
+    batches = list(eval_batches(validation, cfg.batch_size, cfg.eval_batches, pad_id))
+    if not batches:
+        return 0.0
+    start = time.perf_counter()
+    objective.evaluate(model, batches[:1])
+    return (time.perf_counter() - start) * len(batches)
 
 
-def _accumulate(model, micro_batches, device, precision: Precision, scaler, forward) -> tuple[float, int, bool]:
+def _accumulate(model, micro_batches, device, precision: Precision, scaler, loss_fn) -> tuple[float, int, dict, bool]:
     """Forward and backward over one optimizer step's micro-batches, gradients summed.
 
-    Returns (mean loss, tokens, every loss finite). A non-finite loss still runs a
-    (zero) backward, so DDP ranks stay in step; the caller skips the update.
+    Returns (mean loss, tokens, mean of each objective metric, every loss finite). A non-finite
+    loss still runs a (zero) backward, so DDP ranks stay in step; the caller skips the update.
     """
     micro = list(micro_batches)
-    total, tokens, finite = 0.0, 0, True
+    total, tokens, finite, metrics = 0.0, 0, True, {}
     for i, batch in enumerate(micro):
-        batch = _to(batch, device)
+        batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
         sync = i == len(micro) - 1 or not hasattr(model, "no_sync")
         with contextlib.nullcontext() if sync else model.no_sync():
             with precision.autocast():
-                loss = forward(model, batch)
+                loss, batch_metrics = loss_fn(model, batch)
             ok = bool(torch.isfinite(loss))
             finite = finite and ok
             scaler.scale((loss if ok else loss.nan_to_num() * 0) / len(micro)).backward()
         total += loss.item() / len(micro) if ok else 0.0
+        for name, value in batch_metrics.items():
+            metrics[name] = metrics.get(name, 0.0) + float(value) / len(micro)
         tokens += int(batch["attention_mask"].sum()) if "attention_mask" in batch else batch["input_ids"].numel()
-    return total, tokens, finite
+    return total, tokens, metrics, finite
 
 
 def _clip(params: list, max_norm: float) -> float:
@@ -527,107 +357,3 @@ def _clip(params: list, max_norm: float) -> float:
     if max_norm > 0:
         return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
     return float(torch.norm(torch.stack([p.grad.norm() for p in params if p.grad is not None])))
-
-
-# Automatic evaluation intervals keep evaluations to about this share of the training time.
-EVAL_SHARE = 0.05
-MIN_STEPS_TO_COMPILE = 300  # compiling costs ~30 s on a CPU: worth it for longer runs only
-
-
-def decoder_layers(model) -> list:
-    """The model's decoder layers, under any peft / DDP wrapping."""
-    for module in model.modules():
-        layers = getattr(module, "layers", None)
-        if isinstance(layers, torch.nn.ModuleList) and len(layers) and hasattr(layers[0], "self_attn"):
-            return list(layers)
-    return []
-
-
-def _compile_layers(model, cfg: TrainConfig, max_steps: int, log) -> list:
-    """torch.compile each decoder layer (regional compilation: one graph, reused by every
-    layer), which fuses the norm, rotary, SwiGLU and residual arithmetic between matmuls."""
-    want = cfg.compile == "on" or (cfg.compile == "auto" and max_steps >= MIN_STEPS_TO_COMPILE
-                                   and cfg.mode != "qlora")
-    if not want:
-        return []
-    layers = decoder_layers(model)
-    for layer in layers:
-        layer.compile()
-    log(f"compiling {len(layers)} decoder layers (torch.compile)")
-    return layers
-
-
-def _is_compile_error(err: Exception) -> bool:
-    return type(err).__module__.startswith(("torch._dynamo", "torch._inductor"))
-
-
-def uncompile(layers: list, log, err: Exception) -> None:
-    """Fall back to eager layers when compilation fails (e.g. no C++ compiler on this machine)."""
-    for layer in layers:
-        layer._compiled_call_impl = None
-    log(f"torch.compile failed ({type(err).__name__}: {str(err).splitlines()[0][:200]}); running eager")
-
-
-def _write_generation_config(folder: Path, tokenizer) -> None:
-    from transformers import GenerationConfig
-
-    eos = [tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
-    eos = [i for i in eos if i is not None and i >= 0]
-    GenerationConfig(bos_token_id=tokenizer.bos_token_id, eos_token_id=eos or tokenizer.eos_token_id,
-                     pad_token_id=tokenizer.pad_token_id, do_sample=True, temperature=0.8, top_p=0.9,
-                     top_k=40, repetition_penalty=1.1, max_new_tokens=256).save_pretrained(folder)
-
-
-def _is_fsdp(cfg, info) -> bool:
-    return info.enabled and cfg.distributed == "fsdp"
-
-
-def _full_model_state(model, base_model, info, cfg) -> dict | None:
-    if _is_fsdp(cfg, info):
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
-        full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-        if getattr(base_model.config, "tie_word_embeddings", False):
-            full.pop("lm_head.weight", None)  # gathered as a separate copy; it is the embedding
-        return full
-    if cfg.mode in ADAPTER_MODES:
-        return None
-    return {k: v for k, v in base_model.state_dict().items()}
-
-
-def _full_optimizer_state(model, optimizer, info, cfg) -> dict:
-    if _is_fsdp(cfg, info):
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
-
-        return get_optimizer_state_dict(model, optimizer,
-                                        options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-    return optimizer.state_dict()
-
-
-def _load_optimizer(optimizer, optim_state: dict, model, cfg) -> None:
-    if _is_fsdp(cfg, dist.DistInfo(world=int(os.environ.get("WORLD_SIZE", "1")))):
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
-
-        set_optimizer_state_dict(model, optimizer, optim_state_dict=optim_state,
-                                 options=StateDictOptions(full_state_dict=True))
-        return
-    optimizer.load_state_dict(optim_state)
-
-
-def _load_weights(model, folder: Path, mode: str) -> None:
-    """Put a checkpoint's weights (full model or adapter) into the freshly built model."""
-    from safetensors.torch import load_file
-
-    if mode in ADAPTER_MODES:
-        from peft import set_peft_model_state_dict
-
-        set_peft_model_state_dict(model, load_file(str(folder / "adapter_model.safetensors")))
-        return
-    weights = load_file(str(folder / "model.safetensors"))
-    missing, unexpected = model.load_state_dict(weights, strict=False)
-    missing = [k for k in missing if k != "lm_head.weight" or not model.config.tie_word_embeddings]
-    if missing or unexpected:
-        raise TrainingError(f"{folder}: checkpoint does not match the model "
-                            f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
-    if model.config.tie_word_embeddings:
-        model.tie_weights()

@@ -1,5 +1,7 @@
-"""What differs between pretrain, full fine-tune, LoRA and QLoRA: how the model is
-built and which weights train. The loop itself is the same for all four."""
+"""How the model of a run is built and which of its weights train: fresh weights
+(pretrain, or a distilled student of a preset), a loaded model trained whole, or a
+loaded model (4-bit for QLoRA) frozen under LoRA adapters. What is optimised is
+the objective's business (objectives/); the loop is the same for every mode."""
 
 from __future__ import annotations
 
@@ -10,7 +12,6 @@ from ..config import MiniMindConfig
 from ..errors import CheckpointError, ConfigError
 from ..model import MiniMindForCausalLM
 
-ADAPTER_MODES = ("lora", "qlora")
 
 
 def new_model(config, tokenizer) -> MiniMindForCausalLM:
@@ -32,18 +33,18 @@ def new_model(config, tokenizer) -> MiniMindForCausalLM:
 
 def build_model(config, tokenizer, device: str, precision_dtype: torch.dtype):
     """The model to train, on `device`, with only the weights of this mode trainable."""
-    mode = config.mode
-    if mode == "pretrain" and not config.model.init_from:
+    adapter = config.adapter_kind
+    if config.new_model:
         return new_model(config, tokenizer).to(device)
-    if mode == "qlora":
+    if adapter == "qlora":
         model = _load_4bit(config.model.init_from, precision_dtype, device)
     else:
         model = load_model(config.model.init_from, device=device).train()
     if len(tokenizer) > model.config.vocab_size:
         raise ConfigError(f"the tokenizer has {len(tokenizer)} tokens but the model only "
                           f"{model.config.vocab_size}: use the model's own tokenizer")
-    if mode in ADAPTER_MODES:
-        model = add_lora(model, config, qlora=mode == "qlora")
+    if adapter:
+        model = add_lora(model, config, qlora=adapter == "qlora")
     return model
 
 

@@ -1,0 +1,42 @@
+"""What the one training loop optimises. An objective is a small object with:
+
+- `loss(model, batch) -> (loss, metrics)`: the mean loss of one micro-batch and a dict of
+  detached scalar tensors (averaged over the step's micro-batches and processes, logged
+  beside the loss);
+- `evaluate(model, batches) -> dict`: held-out figures over the validation batches
+  (`loss` first; the loop records each as `val_<name>`).
+
+`language_model` serves pretrain and supervised fine-tuning (the data decides which
+tokens carry a label: all of plain text, only the assistant's in chat), `dpo` learns
+from preference pairs against a frozen reference policy, and `distill` from a teacher's
+logits. Each keeps whatever frozen model it needs; none keeps training state, so
+resuming a run rebuilds the same objective from the config.
+"""
+
+from __future__ import annotations
+
+
+def build_objective(cfg, model, tokenizer, device: str, precision, corpus, log):
+    """The objective of `cfg.mode` for this run. `model` is the freshly built model, before any
+    checkpoint is loaded into it: DPO's reference policy is that starting model."""
+    bpc_factor = corpus.val_tokens / corpus.val_characters if corpus.val_characters else None
+    if cfg.objective == "dpo":
+        from .dpo import Dpo
+
+        if corpus.kind != "preference":
+            from ...errors import ConfigError
+
+            raise ConfigError(f"mode dpo trains on a preference corpus (prompt, chosen, rejected); "
+                              f"this corpus is {corpus.kind}")
+        return Dpo.for_model(model, cfg, precision, bpc_factor)
+    if corpus.kind == "preference":
+        from ...errors import ConfigError
+
+        raise ConfigError(f"a preference corpus (prompt, chosen, rejected) trains with mode dpo, not {cfg.mode}")
+    if cfg.objective == "distill":
+        from .distill import Distill
+
+        return Distill.from_teacher(cfg, tokenizer, device, precision, bpc_factor, log)
+    from .language_model import LanguageModel
+
+    return LanguageModel(precision, bpc_factor)

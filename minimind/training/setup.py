@@ -1,0 +1,188 @@
+"""Everything a run does before its first step: tokenizer, prepared data, the size of a new
+model, the model itself (resumed weights loaded, distributed wrapping), the objective,
+the optimizer and the batch order. `estimate` and the loop both build a run with it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..errors import TrainingError
+from . import distributed as dist
+from .batches import BatchStream
+from .budget import Budget
+from .checkpoint import latest_checkpoint, load_trainer_state, remove_partial
+from .config import TrainConfig
+from .modes import build_model, trainable_parameters
+from .objectives import build_objective
+from .precision import Precision
+from .run_dir import RunDir
+from .sizing import choose_preset, parameter_count, pretrain_lr
+from .state_io import load_optimizer, load_weights
+
+
+@dataclass
+class Run:
+    """A run ready for its first (or next) step."""
+
+    cfg: TrainConfig
+    precision: Precision
+    tokenizer: object
+    corpus: object               # minimind.data.PreparedCorpus
+    budget: Budget | None
+    base_model: torch.nn.Module  # the model (peft-wrapped for adapters) ...
+    model: torch.nn.Module       # ... and what the steps call: the same, or its DDP/FSDP wrapping
+    objective: object            # objectives/: loss(model, batch) and evaluate(model, batches)
+    optimizer: torch.optim.Optimizer
+    scaler: object
+    stream: BatchStream
+    state: dict                  # step, tokens_seen, elapsed_s, max_steps (from the checkpoint on resume)
+    checkpoint: Path | None      # the checkpoint resumed from
+    sized: bool = False          # whether the size or learning rate of a new model was chosen now
+
+
+def set_up(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, started: float, log) -> Run:
+    torch.manual_seed(cfg.seed)
+    precision = Precision(cfg.precision, device.split(":")[0])
+    tokenizer = prepare_tokenizer(cfg, run, info)
+    corpus = prepare_data(cfg, tokenizer, info)
+    budget = Budget.start(cfg.time_budget_s, started) if cfg.time_budget_s > 0 else None
+    # a new model's objective does not depend on the model: it times the candidate sizes
+    objective = build_objective(cfg, None, tokenizer, device, precision, corpus, log) if cfg.new_model else None
+    sized = choose_new_model_size(cfg, tokenizer, corpus, device, precision, info, budget, log, objective)
+    base_model = build_model(cfg, tokenizer, device, precision.dtype)
+    objective = objective or build_objective(cfg, base_model, tokenizer, device, precision, corpus, log)
+
+    checkpoint = None
+    if resume:
+        remove_partial(run.checkpoints)
+        checkpoint = latest_checkpoint(run.checkpoints)
+        if checkpoint is not None:
+            load_weights(base_model, checkpoint, bool(cfg.adapter_kind))
+    if cfg.grad_checkpointing:
+        getattr(base_model, "get_base_model", lambda: base_model)().activation_checkpointing_enable()
+        if cfg.adapter_kind:
+            base_model.enable_input_require_grads()
+    model = dist.wrap(base_model, info, cfg.distributed, device)
+    optimizer = make_optimizer(base_model, cfg, device)
+    stream = BatchStream(corpus.train, cfg.batch_size, cfg.grad_accum, cfg.seed, tokenizer.pad_token_id,
+                         info.rank, info.world)
+    state = {"step": 0, "tokens_seen": 0, "elapsed_s": 0.0, "max_steps": cfg.max_steps}
+    if checkpoint is not None:
+        state, optim_state = load_trainer_state(checkpoint)
+        load_optimizer(optimizer, optim_state, model, cfg)
+        if budget is not None:
+            budget = Budget.start(cfg.time_budget_s, started, already_used=state.get("elapsed_s", 0.0))
+    return Run(cfg, precision, tokenizer, corpus, budget, base_model, model, objective, optimizer,
+               precision.grad_scaler(), stream, state, checkpoint, sized)
+
+
+def prepare_tokenizer(cfg: TrainConfig, run: RunDir, info):
+    """The run's tokenizer: the one named, the starting model's, a distillation teacher's (for a
+    new student), the one this run trained before, or one trained now on the corpus."""
+    from ..checkpoint import load_tokenizer_for
+    from ..tokenizer import load_tokenizer, train_tokenizer
+
+    own = run.path / "tokenizer"
+    if cfg.model.tokenizer:
+        return load_tokenizer(cfg.model.tokenizer)
+    if cfg.model.init_from:
+        return load_tokenizer_for(cfg.model.init_from)
+    if cfg.mode == "distill":
+        return load_tokenizer_for(cfg.distill.teacher)
+    if (own / "tokenizer.json").is_file():
+        return load_tokenizer(own)
+    if info.is_main:
+        run.log(f"training a {cfg.model.vocab_size}-token tokenizer on the corpus")
+        _, report = train_tokenizer(cfg.data.files, cfg.model.vocab_size, out_dir=own,
+                                    text_field=cfg.data.text_field, min_char_count=cfg.model.min_char_count)
+        run.log(f"tokenizer: {report.vocab_size} tokens, {report.chars_per_token:.2f} chars/token, "
+                f"byte-fallback share {100 * report.byte_fallback_share:.2f} %, trained in {report.seconds:.1f}s")
+    dist.barrier(info)
+    return load_tokenizer(own)
+
+
+def prepare_data(cfg: TrainConfig, tokenizer, info):
+    """Prepared train/validation rows (the main process prepares, the others read its cache)."""
+    from ..data import prepare_corpus
+
+    data_config = cfg.data.reading()
+    if info.is_main:
+        corpus = prepare_corpus(cfg.data.files, tokenizer, data_config)
+    dist.barrier(info)
+    if not info.is_main:
+        corpus = prepare_corpus(cfg.data.files, tokenizer, data_config)
+    if len(corpus.train) == 0:
+        raise TrainingError("the training split is empty: the corpus is too small for data.seq_len "
+                            f"= {cfg.data.seq_len}; add text or lower data.seq_len")
+    return corpus
+
+
+def choose_new_model_size(cfg: TrainConfig, tokenizer, corpus, device: str, precision: Precision, info,
+                          budget: Budget | None, log, objective=None) -> bool:
+    """Fill `model.preset: auto` (and an unset learning rate) of a new model from what the run can
+    afford (training/sizing.py). Returns whether anything was chosen. With a time budget each
+    candidate size is timed by a short speed probe of the run's objective on this device; with
+    a step count or epochs the planned tokens are known without one."""
+    if not cfg.new_model:
+        return False
+    chose = False
+    if cfg.model.preset == "auto":
+        tokens_per_step = cfg.batch_size * cfg.grad_accum * info.world * cfg.data.seq_len
+
+        def stream() -> BatchStream:
+            return BatchStream(corpus.train, cfg.batch_size, cfg.grad_accum, cfg.seed, tokenizer.pad_token_id,
+                               info.rank, info.world)
+
+        def planned_tokens(preset: str) -> float:
+            if cfg.max_steps or budget is None:
+                return (cfg.max_steps or cfg.epochs * stream().steps_per_epoch()) * tokens_per_step
+            trial = TrainConfig.from_dict({**cfg.to_dict(), "model": {**cfg.to_dict()["model"], "preset": preset}})
+            model = build_model(trial, tokenizer, device, precision.dtype).train()
+            per_step = dist.mean(speed_probe(model, stream(), precision, objective.loss, steps=2), info)
+            del model
+            return 0.9 * dist.mean(budget.left(time.perf_counter()), info) / per_step * tokens_per_step
+
+        choice = choose_preset(planned_tokens, lambda preset: parameter_count(preset, len(tokenizer),
+                                                                               cfg.model.overrides))
+        cfg.model.preset, chose = choice.preset, True
+        log(choice.describe())
+    if cfg.optim.lr is None:
+        cfg.optim.lr, chose = pretrain_lr(cfg.model.preset), True
+    return chose
+
+
+def make_optimizer(model, cfg: TrainConfig, device: str):
+    """AdamW on the trainable weights; matrices decay, norms and biases do not. Fused where it can be."""
+    params = trainable_parameters(model)
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": cfg.optim.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    kwargs = dict(lr=cfg.optim.lr, betas=(cfg.optim.beta1, cfg.optim.beta2), eps=cfg.optim.eps)
+    fused = device.startswith("cuda") or device == "cpu"
+    if fused and not any(hasattr(p, "device_mesh") for p in params):  # DTensors (FSDP) take foreach
+        try:
+            return torch.optim.AdamW(groups, fused=True, **kwargs)
+        except (RuntimeError, TypeError):
+            pass
+    return torch.optim.AdamW(groups, **kwargs)
+
+
+def speed_probe(model, stream: BatchStream, precision: Precision, loss_fn, steps: int = 3) -> float:
+    """Seconds per optimizer step, from forward+backward passes that change no weights."""
+    times = []
+    device = next(model.parameters()).device
+    for step in range(steps + 1):
+        start = time.perf_counter()
+        for batch in stream.micro_batches(step):
+            with precision.autocast():
+                loss, _ = loss_fn(model, {k: v.to(device) for k, v in batch.items()})
+            loss.backward()
+        times.append(time.perf_counter() - start)
+    model.zero_grad(set_to_none=True)
+    return sorted(times[1:])[len(times[1:]) // 2] * 1.1  # + optimizer step

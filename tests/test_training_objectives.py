@@ -1,0 +1,152 @@
+"""DPO and distillation as objectives of the one loop: real runs on tiny data, exact resume,
+the reference policy of a LoRA run, and the errors a user meets."""
+
+import json
+import math
+import os
+import signal
+
+import pytest
+import torch
+
+from minimind.checkpoint import load_model
+from minimind.errors import ConfigError
+from minimind.training import RunDir, train
+from helpers import SAMPLE_TEXTS
+from training_helpers import losses, make_config, save_base_model, write_text_corpus
+
+
+def write_preference_corpus(folder, n: int = 40):
+    """Pairs whose chosen answer is a poem and whose rejected answer is an English line."""
+    path = folder / "pairs.jsonl"
+    rows = []
+    for i in range(n):
+        rows.append({"prompt": f"寫一首詩 {i}", "chosen": SAMPLE_TEXTS[i % 3], "rejected": SAMPLE_TEXTS[3 + i % 3]})
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", encoding="utf-8")
+    return path
+
+
+def metrics(run_dir):
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def dpo_config(tmp_path, base, pairs, **overrides):
+    settings = dict(mode="dpo", model__init_from=str(base), data__seq_len=96, optim__lr=1e-3,
+                    optim__warmup_steps=0, max_steps=6, eval_every=6)
+    return make_config(tmp_path, [pairs], **{**settings, **overrides})
+
+
+@pytest.mark.parametrize("adapter", ["", "lora"])
+def test_dpo_starts_at_log_2_and_learns_the_preference(tmp_path, tokenizer, adapter):
+    base = save_base_model(tmp_path / "base", tokenizer)
+    pairs = write_preference_corpus(tmp_path)
+    cfg = dpo_config(tmp_path, base, pairs, adapter=adapter, lora__rank=4, lora__dropout=0.0)
+    status = train(cfg)
+    assert status["state"] == "finished"
+    rows = metrics(tmp_path / "run")
+    train_rows = [r for r in rows if "loss" in r]
+    # the policy starts equal to the reference (a LoRA adapter starts at zero): every pair scores 0
+    assert abs(train_rows[0]["loss"] - math.log(2)) < 0.02, train_rows[0]
+    assert train_rows[-1]["loss"] < train_rows[0]["loss"] and train_rows[-1]["accuracy"] > 0.5
+    final = [r for r in rows if "val_loss" in r][-1]
+    assert {"val_accuracy", "val_reward_margin", "val_kl", "val_chosen_bpc"} <= set(final)
+    assert final["val_accuracy"] == 1.0 and final["val_reward_margin"] > 0 and final["val_kl"] > 0
+    log = RunDir(tmp_path / "run").log_file.read_text()
+    assert "eval step 6: loss" in log and "accuracy 1" in log
+    # the reference was never changed: with LoRA the base weights on disk are those of the base folder
+    if adapter:
+        assert (tmp_path / "run" / "checkpoints" / "step-6" / "adapter_config.json").is_file()
+
+
+def test_dpo_needs_a_preference_corpus_and_a_preference_corpus_needs_dpo(tmp_path, tokenizer):
+    base = save_base_model(tmp_path / "base", tokenizer)
+    text = write_text_corpus(tmp_path)
+    with pytest.raises(ConfigError, match="preference corpus"):
+        train(dpo_config(tmp_path / "a", base, text))
+    pairs = write_preference_corpus(tmp_path)
+    sft = make_config(tmp_path / "b", [pairs], mode="sft", model__init_from=str(base), data__seq_len=96)
+    with pytest.raises(ConfigError, match="trains with mode dpo"):
+        train(sft)
+
+
+def test_adapter_belongs_to_dpo_and_distill_only(tmp_path, tokenizer):
+    with pytest.raises(ConfigError, match="adapter is for modes dpo and distill"):
+        make_config(tmp_path, ["x"], mode="sft", model__init_from="m", adapter="lora").validate()
+    with pytest.raises(ConfigError, match="set distill.teacher"):
+        make_config(tmp_path, ["x"], mode="distill").validate()
+
+
+def distill_config(tmp_path, teacher, corpus, **overrides):
+    settings = dict(mode="distill", distill__teacher=str(teacher), max_steps=8, eval_every=4, optim__lr=3e-3)
+    return make_config(tmp_path, [corpus], **{**settings, **overrides})
+
+
+def test_distilled_student_learns_the_teacher(tmp_path, tokenizer):
+    corpus = write_text_corpus(tmp_path)
+    teacher = save_base_model(tmp_path / "teacher", tokenizer)
+    # all weight on the teacher: the student's distribution moves towards the teacher's
+    status = train(distill_config(tmp_path, teacher, corpus, distill__kl_weight=1.0, distill__ce_weight=0.0))
+    assert status["state"] == "finished"
+    rows = metrics(tmp_path / "run")
+    train_rows = [r for r in rows if "kl" in r and "loss" in r]
+    assert train_rows[-1]["kl"] < 0.5 * train_rows[0]["kl"]
+    assert all(abs(r["loss"] - r["kl"]) < 1e-5 and r["ce"] > 0 for r in train_rows)
+    final = [r for r in rows if "val_kl" in r][-1]
+    assert final["val_bpc"] > 0 and final["val_kl"] >= 0
+    student = load_model(tmp_path / "run" / "checkpoints" / "step-8")
+    assert student.config.hidden_size == 64  # the configured preset, not the teacher
+    assert (tmp_path / "run" / "checkpoints" / "step-8" / "tokenizer.json").is_file()
+
+
+def test_distillation_refuses_a_student_with_another_tokenizer(tmp_path, tokenizer):
+    from minimind.tokenizer import build_tokenizer, save_tokenizer
+
+    corpus = write_text_corpus(tmp_path)
+    teacher = save_base_model(tmp_path / "teacher", tokenizer)
+    other = save_tokenizer(build_tokenizer(SAMPLE_TEXTS[:3], vocab_size=300, min_frequency=1), tmp_path / "tok")
+    with pytest.raises(ConfigError, match="do not share a tokenizer"):
+        train(distill_config(tmp_path, teacher, corpus, model__tokenizer=str(other)))
+
+
+@pytest.mark.parametrize("mode", ["dpo", "distill"])
+def test_stopped_and_resumed_objective_run_matches_an_uninterrupted_one(tmp_path, tokenizer, mode):
+    base = save_base_model(tmp_path / "base", tokenizer)
+    if mode == "dpo":
+        data = write_preference_corpus(tmp_path)
+        build = lambda where: dpo_config(where, base, data, max_steps=8, eval_every=1000)  # noqa: E731
+    else:
+        data = write_text_corpus(tmp_path)
+        build = lambda where: distill_config(where, base, data, eval_every=1000)  # noqa: E731
+    train(build(tmp_path / "a"))
+
+    def stop_at_3(step, total, info):
+        if step == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    split = build(tmp_path / "b")
+    assert train(split, progress=stop_at_3)["step"] == 3
+    assert train(split, resume=True)["state"] == "finished"
+    a, b = losses(tmp_path / "a" / "run"), losses(tmp_path / "b" / "run")
+    assert sorted(a) == sorted(b) == list(range(1, 9))
+    for step in a:
+        assert abs(a[step] - b[step]) < 1e-5, (step, a[step], b[step])
+
+
+def test_dpo_reference_of_a_lora_run_is_the_base_with_the_adapter_off(tmp_path, tokenizer):
+    from minimind.training.modes import add_lora
+    from minimind.training.objectives.dpo import Dpo
+
+    base = save_base_model(tmp_path / "base", tokenizer)
+    cfg = make_config(tmp_path, ["x"], mode="dpo", model__init_from=str(base), adapter="lora", lora__rank=4)
+    model = add_lora(load_model(base), cfg)
+    objective = Dpo.for_model(model, cfg, None, None)
+    assert objective.reference is None  # no second copy in memory
+    for name, p in model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.5)  # a trained adapter
+    ids = torch.randint(5, 500, (2, 12))
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    plain = load_model(base).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(objective._reference_logits(batch), plain(input_ids=ids).logits)
+        assert (model(input_ids=ids).logits - plain(input_ids=ids).logits).abs().max() > 1e-3
