@@ -2,6 +2,8 @@
 
 Training runs as a child process (`python -m minimind train`); this tab only
 writes a config, asks the job manager to queue it, and reads the run folder.
+Modes dpo (preference pairs) and distill (a teacher's logits) show their own
+settings and, while a run trains, their own metrics beside the loss.
 """
 
 from __future__ import annotations
@@ -10,9 +12,11 @@ from pathlib import Path
 
 import gradio as gr
 import pandas as pd
+import yaml
 
 from minimind.config import PRESETS
 from minimind.training import RunDir, TrainConfig
+from minimind.training.config import MODES as TRAIN_MODES
 from minimind.training.estimate import estimate
 from minimind.training.precision import bf16_supported, describe, pick_device
 from minimind.training.sizing import pretrain_lr
@@ -21,7 +25,20 @@ from ..context import AppContext, user_errors, without_paths
 from ..i18n import t
 from ..workspace import WorkspaceError
 
-MODES = ["pretrain", "sft", "lora", "qlora"]
+MODES = list(TRAIN_MODES)  # pretrain, sft, lora, qlora, dpo, distill
+WEIGHTS = {"full": "", "lora": "lora", "qlora": "qlora"}  # dpo / distill: what trains -> config adapter
+
+# Per objective: the series of its metrics plot (metrics.jsonl keys, train then validation) and the
+# latest validation figures of its facts line (status.json key, label, format).
+OBJECTIVE_SERIES = {
+    "dpo": ("accuracy", "reward_margin", "val_accuracy", "val_reward_margin", "val_kl"),
+    "distill": ("ce", "kl", "val_kl"),
+}
+OBJECTIVE_FACTS = {
+    "dpo": (("val_accuracy", "Preference accuracy", "{:.2f}"), ("val_reward_margin", "Reward margin", "{:.3g}"),
+            ("val_kl", "KL to reference", "{:.3g}")),
+    "distill": (("val_kl", "KL to teacher", "{:.3g}"), ("val_ppl", "Val perplexity", "{:.2f}")),
+}
 
 
 def device_line() -> str:
@@ -34,48 +51,98 @@ def base_choices(ctx: AppContext) -> list[tuple[str, str]]:
     """New models by preset, the shipped models, and finished full-model runs."""
     choices = [("new model: auto (sized to the number of steps)", "new:auto")]
     choices += [(f"new model: {name}", f"new:{name}") for name in PRESETS]
-    choices += [(label, model_id) for label, model_id, folder in ctx.offered_models()
-                if not (folder / "adapter_config.json").is_file()]
-    return choices
+    return choices + teacher_choices(ctx)
+
+
+def teacher_choices(ctx: AppContext) -> list[tuple[str, str]]:
+    """Distillation teachers: the offered full models (an adapter run is not a model of its own)."""
+    return [(label, model_id) for label, model_id, folder in ctx.offered_models()
+            if not (folder / "adapter_config.json").is_file()]
 
 
 def corpus_choices(ctx: AppContext) -> list[str]:
     return [c["name"] for c in ctx.workspace.list_corpora()]
 
 
-def defaults_for(mode: str):
-    """lr, steps and batch size that suit the mode on this device: the trainer's own defaults."""
+def defaults_for(mode: str, weights: str = "full"):
+    """lr, steps and batch size that suit the mode (and, for dpo/distill, its weights) on this
+    device: the trainer's own defaults. Distill with full weights is taken to train a new student."""
     device = pick_device()
-    init = "" if mode == "pretrain" else "base"  # fine-tune modes need one to validate
-    resolved = TrainConfig.from_dict({"mode": mode, "max_steps": 1, "data": {"files": ["corpus"]},
-                                      "model": {"init_from": init}}).resolved(device, bf16_supported(device))
-    steps = 300 if mode == "pretrain" else 100
+    adapter = WEIGHTS.get(weights or "full", "") if mode in ("dpo", "distill") else ""
+    new_model = mode == "pretrain" or (mode == "distill" and not adapter)
+    raw = {"mode": mode, "adapter": adapter, "max_steps": 1, "data": {"files": ["corpus"]},
+           "model": {"init_from": "" if new_model else "base"}}  # fine-tunes need one to validate
+    if mode == "distill":
+        raw["distill"] = {"teacher": "teacher"}
+    resolved = TrainConfig.from_dict(raw).resolved(device, bf16_supported(device))
+    steps = 300 if new_model else 100
     return resolved.optim.lr or pretrain_lr("nano"), steps, resolved.batch_size  # auto size: lr set when chosen
 
 
+def _number(value, what: str, low: float, high: float | None = None) -> float:
+    """A number typed on the page: above `low`, or in [low, high] when `high` is given."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    ok = low <= number <= high if high is not None else number > low
+    if not ok:  # NaN fails both
+        span = f"between {low:g} and {high:g}" if high is not None else f"above {low:g}"
+        raise WorkspaceError(f"{what} must be a number {span} (got {value!r})")
+    return number
+
+
 def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr, accum, precision,
-                 rank, alpha, eval_every) -> TrainConfig:
+                 rank, alpha, eval_every, weights="full", beta=0.1, teacher=None, temperature=2.0,
+                 kl_weight=0.5) -> TrainConfig:
+    """The run the page describes. dpo and distill read `weights` (full, lora or qlora); dpo reads
+    `beta`; distill reads `teacher` (an offered full model), `temperature` and `kl_weight` (the
+    next-token loss on the data weighs 1 - kl_weight). Every other input of another mode is ignored."""
+    if mode not in MODES:
+        raise WorkspaceError(f"mode must be one of {', '.join(MODES)}")
     if not corpus:
         raise WorkspaceError("choose a corpus (save one on the Corpus tab first)")
     meta = ctx.workspace.corpus(corpus)
     settings = meta.get("settings", {})
-    raw = {"mode": mode, "max_steps": int(steps), "batch_size": int(batch), "grad_accum": int(accum),
-           "precision": precision, "eval_every": int(eval_every or 0),
+    kind = meta.get("summary", {}).get("kind")
+    if mode == "dpo" and kind and kind != "preference":
+        raise WorkspaceError(f"dpo learns from preference pairs (prompt, chosen, rejected); corpus {corpus!r} "
+                             f"is {kind}: save a preference corpus on the Corpus tab")
+    if mode != "dpo" and kind == "preference":
+        raise WorkspaceError(f"corpus {corpus!r} holds preference pairs: train on it with mode dpo")
+    adapter = ""
+    if mode in ("dpo", "distill"):
+        if (weights or "full") not in WEIGHTS:
+            raise WorkspaceError(f"weights must be one of {', '.join(WEIGHTS)} (got {weights!r})")
+        adapter = WEIGHTS[weights or "full"]
+    raw = {"mode": mode, "adapter": adapter, "max_steps": int(steps), "batch_size": int(batch),
+           "grad_accum": int(accum), "precision": precision, "eval_every": int(eval_every or 0),
            "optim": {"lr": float(lr)},
            "lora": {"rank": int(rank), "alpha": int(alpha)},
            "data": {"files": meta["paths"], "kind": settings.get("kind", "auto"),
                     "text_field": settings.get("text_field"), "split": settings.get("split", "paragraph"),
                     "strict": settings.get("strict", False), "seq_len": int(seq_len),
                     "cache_dir": str(ctx.workspace.cache)}}
+    if mode == "dpo":
+        raw["dpo"] = {"beta": _number(beta, "beta", 0)}
+    if mode == "distill":
+        if teacher not in {v for _, v in teacher_choices(ctx)}:
+            raise WorkspaceError("choose a teacher: the shipped model or a finished full-model run")
+        kl = _number(kl_weight, "KL weight", 0, 1)
+        raw["distill"] = {"teacher": str(ctx.model_folder(teacher)), "kl_weight": kl, "ce_weight": round(1.0 - kl, 6),
+                          "temperature": _number(temperature, "temperature", 0)}
     if base not in {v for _, v in base_choices(ctx)}:
         raise WorkspaceError("choose what to start from: a new model, the shipped model or a finished run")
     if base.startswith("new:"):
-        if mode != "pretrain":
+        if mode not in ("pretrain", "distill"):
             raise WorkspaceError(f"{mode} fine-tunes an existing model: start from the shipped model or a "
                                  "finished run, or choose pretrain")
+        if adapter:
+            raise WorkspaceError(f"{adapter} weights adapt an existing model: start the student from the shipped "
+                                 "model or a finished run, or train full weights for a new student")
         raw["model"] = {"preset": base[4:]}
         tok = ctx.workspace.corpora / meta["name"] / "tokenizer"
-        if (tok / "tokenizer.json").is_file():
+        if mode == "pretrain" and (tok / "tokenizer.json").is_file():  # a distilled student takes the teacher's
             raw["model"]["tokenizer"] = str(tok)
     else:
         raw["model"] = {"init_from": str(ctx.model_folder(base))}
@@ -142,6 +209,7 @@ def watch(ctx: AppContext, run_id):
         facts.append(f"**Loss:** {s['loss']:.4f}")
     if s.get("val_loss") is not None:
         facts.append(f"**Val loss:** {s['val_loss']:.4f}" + (f" · **BPC:** {s['val_bpc']:.3f}" if s.get("val_bpc") else ""))
+    facts += objective_facts(s, run_objective(run, s))
     if s.get("error"):
         facts.append(f"❌ **Error:** {without_paths(s['error'])}")
     if s.get("final_checkpoint"):
@@ -160,6 +228,45 @@ def _curve(run: RunDir) -> pd.DataFrame:
     return pd.DataFrame(rows) if rows else None
 
 
+def run_objective(run: RunDir, status: dict | None = None) -> str:
+    """language_model, dpo or distill: from status.json (written when the run starts), else its mode."""
+    status = run.read_status() if status is None else status
+    if status.get("objective"):
+        return status["objective"]
+    mode = status.get("mode")
+    if not mode:
+        try:
+            mode = (yaml.safe_load(run.config_file.read_text(encoding="utf-8")) or {}).get("mode")
+        except (OSError, yaml.YAMLError, AttributeError):
+            mode = None
+    return mode if mode in OBJECTIVE_SERIES else "language_model"
+
+
+def objective_facts(status: dict, objective: str) -> list[str]:
+    """The latest validation figures of a dpo or distill run, for the facts line."""
+    return [f"**{label}:** {fmt.format(status[key])}" for key, label, fmt in OBJECTIVE_FACTS.get(objective, ())
+            if isinstance(status.get(key), (int, float))]
+
+
+def objective_curve(run: RunDir) -> pd.DataFrame | None:
+    """The objective's own metrics by step (series named by their metrics.jsonl keys), or None
+    for a plain language-model run (its loss plot says it all)."""
+    series = OBJECTIVE_SERIES.get(run_objective(run))
+    if not series:
+        return None
+    rows = [{"step": r["step"], "value": r[key], "series": key}
+            for r in run.read_metrics() for key in series if isinstance(r.get(key), (int, float))]
+    return pd.DataFrame(rows, columns=["step", "value", "series"]) if rows else None
+
+
+def watch_objective(ctx: AppContext, run_id):
+    """The metrics plot of the run the page shows: visible for dpo and distill runs only."""
+    if not run_id:
+        return gr.update(value=None, visible=False)
+    curve = objective_curve(RunDir(ctx.workspace.run_dir(run_id)))
+    return gr.update(value=curve, visible=curve is not None)
+
+
 def stop(ctx: AppContext, run_id) -> str:
     if not run_id:
         raise WorkspaceError("choose a run")
@@ -175,12 +282,25 @@ def resume(ctx: AppContext, run_id) -> str:
 def build(ctx: AppContext) -> None:
     gr.Markdown(device_line)
     lr0, steps0, batch0 = defaults_for("lora")
+    teachers = teacher_choices(ctx)
     with gr.Row():
         base = gr.Dropdown(base_choices(ctx), label=t("base"), value=None, elem_id="train-base",
                            allow_custom_value=True)
-        mode = gr.Radio(MODES, value="lora", label=t("mode"), elem_id="train-mode")
+        mode = gr.Radio([(t(f"mode_{m}"), m) for m in MODES], value="lora", label=t("mode"),
+                        info=t("mode_info"), elem_id="train-mode")
         corpus = gr.Dropdown(corpus_choices(ctx), label=t("corpus"), value=None, elem_id="train-corpus",
                              allow_custom_value=True)
+    with gr.Row(visible=False, elem_id="train-objective") as objective_row:  # dpo and distill only
+        weights = gr.Radio([(t("weights_full"), "full"), ("LoRA", "lora"), ("QLoRA", "qlora")], value="full",
+                           label=t("weights"), elem_id="train-weights", visible=False)
+        beta = gr.Number(value=0.1, label=t("dpo_beta"), info=t("dpo_beta_info"), elem_id="train-beta",
+                         visible=False)
+        teacher = gr.Dropdown(teachers, value=teachers[0][1] if teachers else None, label=t("teacher"),
+                              elem_id="train-teacher", allow_custom_value=True, visible=False)
+        temperature = gr.Number(value=2.0, label=t("distill_temperature"), elem_id="train-temperature",
+                                visible=False)
+        kl_weight = gr.Slider(0.0, 1.0, value=0.5, step=0.05, label=t("kl_weight"), info=t("kl_weight_info"),
+                              elem_id="train-kl-weight", visible=False)
     with gr.Row():
         steps = gr.Number(value=steps0, precision=0, label=t("max_steps"), elem_id="train-steps")
         batch = gr.Number(value=batch0, precision=0, label=t("batch_size"))
@@ -192,7 +312,9 @@ def build(ctx: AppContext) -> None:
         rank = gr.Number(value=16, precision=0, label=t("lora_rank"))
         alpha = gr.Number(value=32, precision=0, label=t("lora_alpha"))
         eval_every = gr.Number(value=0, precision=0, label=t("eval_every"))
-    inputs = [base, mode, corpus, steps, batch, seq_len, lr, accum, precision, rank, alpha, eval_every]
+    # the new inputs go last: a client that sends the first twelve gets the defaults of the rest
+    inputs = [base, mode, corpus, steps, batch, seq_len, lr, accum, precision, rank, alpha, eval_every,
+              weights, beta, teacher, temperature, kl_weight]
     with gr.Row():
         estimate_btn = gr.Button(t("estimate"), elem_id="estimate-btn")
         start_btn = gr.Button(t("start"), variant="primary", elem_id="start-btn")
@@ -208,28 +330,40 @@ def build(ctx: AppContext) -> None:
     facts = gr.Markdown(elem_id="train-facts")
     curve = gr.LinePlot(None, x="step", y="loss", color="series", label=t("loss_curve"),
                         height=300, elem_id="loss-plot")
+    objective_plot = gr.LinePlot(None, x="step", y="value", color="series", label=t("objective_curve"),
+                                 height=300, elem_id="objective-plot", visible=False)
     log = gr.Textbox(label=t("log"), lines=8, max_lines=15, elem_id="train-log")
     queue = gr.Markdown()
     runs = gr.Dataframe(label=t("runs"), interactive=False, elem_id="runs-table")
     timer = gr.Timer(2.0)
 
-    def on_mode(m):
-        lr_, steps_, batch_ = defaults_for(m)
-        return lr_, steps_, batch_
+    def on_mode(m, w):
+        lr_, steps_, batch_ = defaults_for(m, w)
+        dpo, distill = m == "dpo", m == "distill"
+        shown = [dpo or distill, dpo or distill, dpo, distill, distill, distill]
+        return (lr_, steps_, batch_, *(gr.update(visible=v) for v in shown))
 
-    mode.change(on_mode, [mode], [lr, steps, batch], api_name=False)
+    mode.change(on_mode, [mode, weights], [lr, steps, batch, objective_row, weights, beta, teacher, temperature,
+                                           kl_weight], api_name=False)
+    weights.change(lambda m, w: defaults_for(m, w), [mode, weights], [lr, steps, batch], api_name=False)
+    # /watch_run keeps its seven outputs; the objective's plot follows it, for the run it chose
     watch_outputs = [progress, facts, curve, log, runs, queue, run_id]
     estimate_btn.click(user_errors(lambda *a: do_estimate(ctx, *a)), inputs, [estimate_md], api_name="estimate")
     start_btn.click(user_errors(lambda *a: start(ctx, *a)), inputs, [run_id, message], api_name="start_training")
     stop_btn.click(user_errors(lambda r: stop(ctx, r)), [run_id], [message], api_name="stop_training")
     resume_btn.click(user_errors(lambda r: resume(ctx, r)), [run_id], [message], api_name="resume_training")
     watcher = user_errors(lambda r: watch(ctx, r))
-    refresh_btn.click(watcher, [run_id], watch_outputs, api_name="watch_run")
-    timer.tick(watcher, [run_id], watch_outputs, api_name=False, show_progress="hidden")
+    objective_watcher = user_errors(lambda r: watch_objective(ctx, r))
+    refresh_btn.click(watcher, [run_id], watch_outputs, api_name="watch_run").then(
+        objective_watcher, [run_id], [objective_plot], api_name="watch_objective")
+    timer.tick(watcher, [run_id], watch_outputs, api_name=False, show_progress="hidden").then(
+        objective_watcher, [run_id], [objective_plot], api_name=False, show_progress="hidden")
 
     def choices():
-        return gr.update(choices=base_choices(ctx)), gr.update(choices=corpus_choices(ctx))
+        return (gr.update(choices=base_choices(ctx)), gr.update(choices=corpus_choices(ctx)),
+                gr.update(choices=teacher_choices(ctx)))
 
-    refresh_btn.click(choices, None, [base, corpus], api_name=False)
-    base.focus(choices, None, [base, corpus], api_name=False)
-    corpus.focus(choices, None, [base, corpus], api_name=False)
+    refresh_btn.click(choices, None, [base, corpus, teacher], api_name=False)
+    base.focus(choices, None, [base, corpus, teacher], api_name=False)
+    corpus.focus(choices, None, [base, corpus, teacher], api_name=False)
+    teacher.focus(choices, None, [base, corpus, teacher], api_name=False)

@@ -1,0 +1,73 @@
+"""The Train tab in headless Chromium: choosing dpo shows the weights and beta inputs, choosing
+distill shows the teacher picker and its settings, and a plain mode hides them again."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from webapp.app import build_app
+from helpers import ROOT
+from webapp_helpers import LiveServer, free_port
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = ROOT / "test-artifacts"
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium (apt-get install chromium)")]
+
+
+def test_dpo_and_distill_show_their_own_inputs(tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    shipped = tmp_path / "checkpoints" / "minimind-tang"  # the picker only lists it: a stand-in folder does
+    shipped.mkdir(parents=True)
+    (shipped / "config.json").write_text("{}")
+    app = build_app(tmp_path / "workspace", shipped_dir=shipped.parent, background_jobs=False)
+    with LiveServer(app, free_port()) as server, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1100})
+        page.set_default_timeout(60_000)
+        try:
+            page.goto(server.url)
+            expect(page.locator("#title")).to_contain_text("MiniMind Studio")
+            page.get_by_role("tab", name="Train").click()
+            mode = page.locator("#train-mode")
+            expect(mode).to_contain_text("distill")
+            expect(mode).to_contain_text("dpo: learn from preference pairs")  # the mode's info line
+            beta, weights, teacher = (page.locator("#train-beta"), page.locator("#train-weights"),
+                                      page.locator("#train-teacher"))
+            expect(beta).to_be_hidden()
+            expect(teacher).to_be_hidden()
+
+            mode.get_by_text("dpo", exact=True).click()
+            expect(beta).to_be_visible()
+            expect(weights).to_be_visible()
+            expect(weights).to_contain_text("full model")
+            expect(weights).to_contain_text("QLoRA")
+            expect(beta.locator("input")).to_have_value("0.1")
+            expect(teacher).to_be_hidden()
+
+            mode.get_by_text("distill", exact=True).click()
+            expect(teacher).to_be_visible()
+            expect(teacher.locator("input")).to_have_value("shipped: minimind-tang")
+            expect(page.locator("#train-temperature")).to_be_visible()
+            expect(page.locator("#train-kl-weight")).to_be_visible()
+            expect(weights).to_be_visible()
+            expect(beta).to_be_hidden()
+            expect(page.locator("#train-steps input")).to_have_value("300")  # a new student: pretraining's steps
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "tab-train-distill.png"), full_page=True)
+
+            mode.get_by_text("lora", exact=True).click()
+            expect(weights).to_be_hidden()
+            expect(teacher).to_be_hidden()
+            expect(page.locator("#train-steps input")).to_have_value("100")
+        except Exception:
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "objectives-failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
