@@ -1,13 +1,14 @@
 """DataConfig: how a corpus is read, checked and cut into training rows.
 
-One dataclass shared by `inspect_corpus`, `prepare_corpus`, the `data` CLI and
-the web app's Corpus tab, so every face reads a corpus the same way.
+One dataclass shared by `inspect_corpus`, `prepare_corpus`, the `data` CLI, the
+web app's Corpus tab and a training run (its `data` section, with the trainer's own
+defaults), so every face reads a corpus the same way.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -20,10 +21,11 @@ SPLITS = ("paragraph", "line")
 class DataConfig:
     """Reading, validation and preparation settings of one corpus."""
 
+    files: list = field(default_factory=list)  # corpus files (a training run reads these; the functions take them apart)
     kind: str = "auto"                 # "auto" detects it; or force "text", "chat", "instruction" or "preference"
     text_field: str | None = None      # record field with plain text (default: "text", else "content")
     split: str = "paragraph"           # .txt/.md documents: "paragraph" (blank-line separated) or "line"
-    seq_len: int = 512                 # tokens per row: text is packed to it, chat examples (each side of a
+    seq_len: int | None = 512         # tokens per row (None: a training run picks it for the device): text is packed to it, chat examples (each side of a
                                        # preference pair) cut to it
     val_fraction: float = 0.05         # share of documents (pairs) held out for validation (0 = none)
     seed: int = 0                      # seed of the document-level train/validation split
@@ -50,7 +52,7 @@ class DataConfig:
         need(self.split in SPLITS, f"split must be one of {', '.join(SPLITS)}, got {self.split!r}")
         need(self.text_field is None or (isinstance(self.text_field, str) and self.text_field.strip() != ""),
              "text_field must be a non-empty field name")
-        need(isinstance(self.seq_len, int) and 8 <= self.seq_len <= 1_048_576,
+        need(self.seq_len is None or isinstance(self.seq_len, int) and 8 <= self.seq_len <= 1_048_576,
              f"seq_len must be an integer between 8 and 1048576, got {self.seq_len!r}")
         need(0.0 <= self.val_fraction < 1.0, f"val_fraction must be in [0, 1), got {self.val_fraction!r}")
         need(isinstance(self.max_skipped, int) and self.max_skipped >= 0, "max_skipped must be >= 0")

@@ -91,6 +91,8 @@ def _need_template(kind: str, tokenizer) -> None:
 def prepare_corpus(files, tokenizer, config: DataConfig | None = None) -> PreparedCorpus:
     """Check, split, tokenize and cache a corpus; from the cache when nothing changed."""
     config = config or DataConfig()
+    if config.seq_len is None:
+        raise ConfigError("data config: seq_len is not set; give the tokens per training row (e.g. 256)")
     if tokenizer.eos_token_id is None or tokenizer.pad_token_id is None:
         raise ConfigError("the tokenizer needs an EOS and a PAD token to prepare a corpus")
     docs = read_documents(files, config)

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from ..config import PRESETS
+from ..data.config import DataConfig
 from ..errors import ConfigError
 from .sizing import pretrain_lr
 
@@ -39,26 +40,10 @@ class ModelSection:
     min_char_count: int = 0              # > 0: that tokenizer keeps each character seen this often whole
 
 
-@dataclass
-class DataSection:
-    files: list = field(default_factory=list)  # corpus files (txt/md/jsonl/json/csv/parquet)
-    kind: str = "auto"                   # auto | text | chat | instruction | preference
-    text_field: str | None = None        # record field holding plain text (default text/content)
-    split: str = "paragraph"             # txt/md documents: "paragraph" (blank lines) or "line"
-    seq_len: int | None = None           # tokens per training row (auto: 256, or model context)
-    val_fraction: float = 0.02           # share of documents held out for validation
-    seed: int = 1234                     # seed of the train/validation split
-    strict: bool = True                  # fail on the first bad record (else skip up to max_skipped)
-    max_skipped: int = 100               # bad records tolerated in lenient mode
-    cache_dir: str | None = None         # prepared-data cache (default $MINIMIND_CACHE or ~/.cache)
-
-    def reading(self):
-        """These settings as the data package's DataConfig (how the corpus is read and cut)."""
-        from ..data import DataConfig
-
-        return DataConfig(kind=self.kind, text_field=self.text_field, split=self.split, seq_len=self.seq_len,
-                          val_fraction=self.val_fraction, seed=self.seed, strict=self.strict,
-                          max_skipped=self.max_skipped, cache_dir=self.cache_dir)
+def run_data() -> "DataConfig":
+    """A training run's data settings: the data package's DataConfig with the trainer's defaults
+    (the row length follows the device, 2 % of the documents are held out with seed 1234)."""
+    return DataConfig(seq_len=None, val_fraction=0.02, seed=1234)
 
 
 @dataclass
@@ -101,7 +86,7 @@ class TrainConfig:
     mode: str = "pretrain"               # pretrain | sft | lora | qlora | dpo | distill
     adapter: str = ""                    # dpo / distill: "" (full weights), lora or qlora (lora/qlora modes imply it)
     model: ModelSection = field(default_factory=ModelSection)
-    data: DataSection = field(default_factory=DataSection)
+    data: DataConfig = field(default_factory=run_data)
     lora: LoraSection = field(default_factory=LoraSection)
     optim: OptimSection = field(default_factory=OptimSection)
     dpo: DpoSection = field(default_factory=DpoSection)
@@ -273,8 +258,9 @@ class TrainConfig:
         need(self.log_every >= 0, "log_every must be >= 0 (0 = auto)")
 
 
-def _build(cls, raw: Any, where: str):
-    """Build a (nested) dataclass from a dict, naming any unknown key."""
+def _build(cls, raw: Any, where: str, default=None):
+    """Build a (nested) dataclass from a dict, naming any unknown key; keys left out keep the values
+    of `default` (a section's own defaults, e.g. the trainer's data settings)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{where or 'config'} must be a mapping, got {type(raw).__name__}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -283,14 +269,14 @@ def _build(cls, raw: Any, where: str):
         raise ConfigError(f"unknown config key(s) {', '.join(sorted(where + k for k in unknown))}")
     kwargs = {}
     for name, value in raw.items():
-        default = fields[name].default_factory() if fields[name].default_factory is not dataclasses.MISSING else None
-        if dataclasses.is_dataclass(default):
-            kwargs[name] = _build(type(default), value or {}, f"{where}{name}.")
+        section = fields[name].default_factory() if fields[name].default_factory is not dataclasses.MISSING else None
+        if dataclasses.is_dataclass(section):
+            kwargs[name] = _build(type(section), value or {}, f"{where}{name}.", section)
         elif name == "compile" and isinstance(value, bool):
             kwargs[name] = "on" if value else "off"  # YAML `compile: true` means on
         else:
             kwargs[name] = _coerce(value, fields[name].type, where + name)
-    return cls(**kwargs)
+    return dataclasses.replace(default, **kwargs) if default is not None else cls(**kwargs)
 
 
 def _coerce(value: Any, annotation: str, name: str) -> Any:

@@ -110,7 +110,7 @@ def prepare_data(cfg: TrainConfig, tokenizer, info):
     """Prepared train/validation rows (the main process prepares, the others read its cache)."""
     from ..data import prepare_corpus
 
-    data_config = cfg.data.reading()
+    data_config = cfg.data
     if info.is_main:
         corpus = prepare_corpus(cfg.data.files, tokenizer, data_config)
     dist.barrier(info)

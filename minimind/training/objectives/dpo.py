@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from ...evaluate import token_logprobs
+from ..batches import split_pairs
 from .language_model import nll_figures
 
 
@@ -63,11 +64,9 @@ class Dpo:
         reference_logits = self._reference_logits(batch)
         policy, mask = token_logprobs(logits, batch["labels"])
         reference, _ = token_logprobs(reference_logits, batch["labels"])
-        half = batch["input_ids"].shape[0] // 2
-        policy_sum, reference_sum = policy.sum(-1), reference.sum(-1)
-        loss, chosen, rejected = dpo_loss(policy_sum[:half], policy_sum[half:], reference_sum[:half],
-                                          reference_sum[half:], self.beta, self.label_smoothing)
-        return loss, chosen, rejected, logits, reference_logits, policy, mask, half
+        loss, chosen, rejected = dpo_loss(*split_pairs(policy.sum(-1)), *split_pairs(reference.sum(-1)),
+                                          self.beta, self.label_smoothing)
+        return loss, chosen, rejected, logits, reference_logits, policy, mask
 
     def loss(self, model, batch: dict) -> tuple[torch.Tensor, dict]:
         loss, chosen, rejected, *_ = self._pair_terms(model, batch)
@@ -87,7 +86,7 @@ class Dpo:
             for batch in batches:
                 batch = {k: v.to(device) for k, v in batch.items()}
                 with self.precision.autocast():
-                    loss, chosen, rejected, logits, ref_logits, policy, mask, half = self._pair_terms(model, batch)
+                    loss, chosen, rejected, logits, ref_logits, policy, mask = self._pair_terms(model, batch)
                 pairs = chosen.numel()
                 totals["loss"] += loss.item() * pairs
                 totals["margin"] += (chosen - rejected).sum().item()
@@ -98,8 +97,8 @@ class Dpo:
                 kl = (log_p.exp() * (log_p - log_q)).sum(-1)
                 totals["kl"] += (kl * mask).sum().item()
                 totals["kl_tokens"] += int(mask.sum())
-                totals["nll"] -= policy[:half].sum().item()
-                totals["tokens"] += int(mask[:half].sum())
+                totals["nll"] -= split_pairs(policy)[0].sum().item()
+                totals["tokens"] += int(split_pairs(mask)[0].sum())
         finally:
             model.train(was_training)
         pairs = max(totals["pairs"], 1)
