@@ -47,7 +47,7 @@ from trl.trainer.utils import add_fused_lm_head, selective_log_softmax
 
 from minimind.evaluate import token_logprobs
 from minimind.training.objectives.distill import distill_loss
-from minimind.training.objectives.dpo import dpo_loss
+from minimind.training.objectives.dpo import chosen_nll, dpo_loss
 
 TOL = 1e-5
 PAIRS = 6
@@ -72,13 +72,15 @@ class _OneProcessAccelerator:
 
 
 def _trl_dpo(policy_chosen, policy_rejected, reference_chosen, reference_rejected, beta, label_smoothing,
-             loss_type):
+             loss_type, sft_weight: float = 0.0):
     """trl's DPO loss on summed answer log-probs: (mean loss, chosen rewards, rejected rewards, metrics)."""
     trainer = object.__new__(DPOTrainer)
     trainer.model = SimpleNamespace(training=False)  # "eval" metrics: no token counting
     trainer.accelerator = _OneProcessAccelerator()
     trainer.beta, trainer.label_smoothing = beta, label_smoothing
     trainer.loss_types, trainer.loss_weights = [loss_type], [1.0]
+    if sft_weight:  # RPO: trl combines its "sft" loss (mean NLL of the chosen completions) with a weight
+        trainer.loss_types, trainer.loss_weights = [loss_type, "sft"], [1.0, sft_weight]
     trainer.f_divergence_type = "reverse_kl"  # standard DPO
     trainer.ld_alpha = None
     trainer.precompute_ref_logps = True
@@ -314,3 +316,24 @@ def test_distill_kl_matches_torch_kl_div():
     mask = labels[:, 1:] != -100
     reference = F.kl_div(s, t, reduction="none", log_target=True).sum(-1)[mask].mean() * temperature ** 2
     assert _max_diff(kl, reference) < TOL
+
+
+@pytest.mark.parametrize("sft_weight", [0.5, 1.0])
+def test_dpo_with_an_sft_term_matches_trl_rpo(sft_weight):
+    """dpo.sft_weight adds the mean NLL of the chosen answers' tokens: trl's loss types
+    ["sigmoid", "sft"] with weights [1, sft_weight] (RPO). One answer token per row here, as in
+    the harness, so the per-token mean is the mean over pairs."""
+    inputs = _pair_inputs(seed=7, sorted_logratios=False)
+
+    def ours(policy_chosen, policy_rejected, reference_chosen, reference_rejected):
+        loss, chosen, rejected = dpo_loss(policy_chosen, policy_rejected, reference_chosen, reference_rejected, 0.1)
+        token_logps = torch.cat([policy_chosen, policy_rejected]).unsqueeze(1)
+        return loss + sft_weight * chosen_nll(token_logps, torch.ones_like(token_logps, dtype=torch.bool)), chosen
+
+    def theirs(*args):
+        return _trl_dpo(*args, 0.1, 0.0, "sigmoid", sft_weight)
+
+    (our_loss, _), our_grads = _loss_and_grads(ours, inputs)
+    (trl_loss, *_), trl_grads = _loss_and_grads(theirs, inputs)
+    assert _max_diff(our_loss, trl_loss) < TOL
+    assert max(_max_diff(a, b) for a, b in zip(our_grads, trl_grads)) < TOL

@@ -32,7 +32,7 @@ def metrics(run_dir):
 
 def dpo_config(tmp_path, base, pairs, **overrides):
     settings = dict(mode="dpo", model__init_from=str(base), data__seq_len=96, optim__lr=1e-3,
-                    optim__warmup_steps=0, max_steps=6, eval_every=6)
+                    optim__warmup_steps=0, max_steps=6, eval_every=6, dpo__sft_weight=0.0)  # plain DPO
     return make_config(tmp_path, [pairs], **{**settings, **overrides})
 
 
@@ -53,6 +53,7 @@ def test_dpo_starts_at_log_2_and_learns_the_preference(tmp_path, tokenizer, adap
     assert final["val_accuracy"] == 1.0 and final["val_reward_margin"] > 0 and final["val_kl"] > 0
     log = RunDir(tmp_path / "run").log_file.read_text()
     assert "eval step 6: loss" in log and "accuracy 1" in log
+    assert "objective: DPO (sigmoid, beta 0.1, label smoothing 0)" in log and "RPO" not in log
     # the reference was never changed: with LoRA the base weights on disk are those of the base folder
     if adapter:
         assert (tmp_path / "run" / "checkpoints" / "step-6" / "adapter_config.json").is_file()
@@ -150,3 +151,27 @@ def test_dpo_reference_of_a_lora_run_is_the_base_with_the_adapter_off(tmp_path, 
     with torch.no_grad():
         torch.testing.assert_close(objective._reference_logits(batch), plain(input_ids=ids).logits)
         assert (model(input_ids=ids).logits - plain(input_ids=ids).logits).abs().max() > 1e-3
+
+
+def test_dpo_loss_of_a_batch_adds_the_chosen_answers_next_token_loss(tmp_path, tokenizer):
+    """With dpo.sft_weight (default 1) the objective is DPO + weight x mean NLL of the chosen answers'
+    tokens; at the start (policy = reference) the DPO part is exactly log 2."""
+    from minimind.data import DataConfig, prepare_corpus
+    from minimind.training.batches import BatchStream
+    from minimind.training.objectives.dpo import Dpo
+
+    base = save_base_model(tmp_path / "base", tokenizer)
+    pairs = write_preference_corpus(tmp_path)
+    corpus = prepare_corpus([pairs], tokenizer, DataConfig(seq_len=96, cache_dir=str(tmp_path / "cache")))
+    batch = next(BatchStream(corpus.train, 3, 1, 0, tokenizer.pad_token_id).micro_batches(0))
+    model = load_model(base)
+    cfg = make_config(tmp_path, [pairs], mode="dpo", model__init_from=str(base))
+    assert cfg.dpo.sft_weight == 1.0
+    objective = Dpo.for_model(model, cfg, None, None)
+    with torch.no_grad():
+        loss, _ = objective.loss(model, batch)
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    chosen_logits, chosen_labels = logits[:3, :-1], batch["labels"][:3, 1:]
+    keep = chosen_labels != -100
+    nll = torch.nn.functional.cross_entropy(chosen_logits[keep], chosen_labels[keep])
+    torch.testing.assert_close(loss, torch.tensor(math.log(2)) + nll, rtol=1e-5, atol=1e-5)

@@ -58,6 +58,8 @@ class LoraSection:
 class DpoSection:
     beta: float = 0.1                    # strength of the pull towards the reference policy
     label_smoothing: float = 0.0         # share of pairs assumed mislabelled (conservative DPO), 0..0.5
+    sft_weight: float = 1.0              # + this x next-token loss on the chosen answers (RPO; 0 = plain DPO).
+                                         # On: plain DPO with LoRA wrecked answers' form (benchmarks/NOTES.md)
     loss: str = "sigmoid"                # loss variant, recorded in the run config (sigmoid = the DPO paper's)
 
 
@@ -184,7 +186,7 @@ class TrainConfig:
             c.optim.lr = pretrain_lr(c.model.preset)
         elif c.optim.lr is None and not new_model:
             c.optim.lr = {"pretrain": 2e-3, "sft": 1e-4, "lora": 1e-3, "qlora": 1e-3,
-                          "distill": 1e-4}.get(c.mode) or (1e-5 if not c.adapter_kind else 2e-4)  # dpo
+                          "distill": 1e-4}.get(c.mode) or (1e-5 if not c.adapter_kind else 1e-4)  # dpo
         # (a new model of size "auto" gets its learning rate once its size is chosen)
         if c.batch_size is None:
             # Pretraining on a CPU: 4 x 256 tokens per step. A CPU budget buys few steps, and a
@@ -223,6 +225,7 @@ class TrainConfig:
              "an adapter fine-tunes an existing model: set model.init_from to a model folder")
         need(self.dpo.beta > 0, f"dpo.beta must be positive (got {self.dpo.beta!r})")
         need(0.0 <= self.dpo.label_smoothing < 0.5, "dpo.label_smoothing must be in [0, 0.5)")
+        need(self.dpo.sft_weight >= 0, "dpo.sft_weight must be >= 0 (0 = plain DPO)")
         need(self.dpo.loss in DPO_LOSSES, f"dpo.loss must be one of {', '.join(DPO_LOSSES)}")
         need(self.mode != "dpo" or self.data.kind in ("auto", "preference"),
              f"mode dpo trains on a preference corpus (prompt, chosen, rejected); data.kind is {self.data.kind!r}")

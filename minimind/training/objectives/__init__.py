@@ -28,6 +28,11 @@ def build_objective(cfg, model, tokenizer, device: str, precision, corpus, log):
 
             raise ConfigError(f"mode dpo trains on a preference corpus (prompt, chosen, rejected); "
                               f"this corpus is {corpus.kind}")
+        d = cfg.dpo
+        log(f"objective: DPO ({d.loss}, beta {d.beta:g}, label smoothing {d.label_smoothing:g})"
+            + (f" + {d.sft_weight:g} x next-token loss of the chosen answers (RPO)" if d.sft_weight else "")
+            + (" against the starting model with the adapter off" if cfg.adapter_kind
+               else " against a frozen copy of the starting model"))
         return Dpo.for_model(model, cfg, precision, bpc_factor)
     if corpus.kind == "preference":
         from ...errors import ConfigError

@@ -35,14 +35,22 @@ def dpo_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, referen
     return losses.mean(), chosen_rewards, rejected_rewards
 
 
+def chosen_nll(token_logps: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean negative log-likelihood per token of the chosen answers (the first half of the rows):
+    the supervised term that `dpo.sft_weight` adds (RPO, Pang et al., 2024; trl's "sft" loss), which
+    keeps the chosen answers likely while the pair's margin grows."""
+    chosen, chosen_mask = split_pairs(token_logps)[0], split_pairs(mask)[0]
+    return -chosen.sum() / chosen_mask.sum().clamp(min=1)
+
+
 class Dpo:
     name = "dpo"
 
     def __init__(self, base_model, reference, beta: float, label_smoothing: float, precision,
-                 bpc_factor: float | None):
+                 bpc_factor: float | None, sft_weight: float = 0.0):
         self.base_model = base_model    # the peft model (adapter switched off for the reference) ...
         self.reference = reference      # ... or a frozen copy of the starting weights
-        self.beta, self.label_smoothing = beta, label_smoothing
+        self.beta, self.label_smoothing, self.sft_weight = beta, label_smoothing, sft_weight
         self.precision, self.bpc_factor = precision, bpc_factor
 
     @classmethod
@@ -50,7 +58,8 @@ class Dpo:
         reference = None
         if not cfg.adapter_kind:
             reference = copy.deepcopy(model).eval().requires_grad_(False)
-        return cls(model, reference, cfg.dpo.beta, cfg.dpo.label_smoothing, precision, bpc_factor)
+        return cls(model, reference, cfg.dpo.beta, cfg.dpo.label_smoothing, precision, bpc_factor,
+                   cfg.dpo.sft_weight)
 
     def _reference_logits(self, batch: dict) -> torch.Tensor:
         with torch.no_grad():
@@ -66,6 +75,8 @@ class Dpo:
         reference, _ = token_logprobs(reference_logits, batch["labels"])
         loss, chosen, rejected = dpo_loss(*split_pairs(policy.sum(-1)), *split_pairs(reference.sum(-1)),
                                           self.beta, self.label_smoothing)
+        if self.sft_weight:
+            loss = loss + self.sft_weight * chosen_nll(policy, mask)
         return loss, chosen, rejected, logits, reference_logits, policy, mask
 
     def loss(self, model, batch: dict) -> tuple[torch.Tensor, dict]:
