@@ -71,3 +71,55 @@ def test_dpo_and_distill_show_their_own_inputs(tmp_path):
             raise
         finally:
             browser.close()
+
+
+def test_a_dpo_run_from_the_page(tmp_path):
+    """A newcomer's DPO: upload the preference sample, save it, start a LoRA DPO run of the shipped
+    model from the Train tab, watch it finish; the objective's own plot and figures appear."""
+    import re
+
+    from playwright.sync_api import expect, sync_playwright
+    from test_browser import _pick
+    from webapp_helpers import make_shipped
+
+    shipped = make_shipped(tmp_path / "checkpoints")
+    app = build_app(tmp_path / "workspace", shipped_dir=shipped)
+    with LiveServer(app, free_port()) as server, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1100})
+        page.set_default_timeout(60_000)
+        try:
+            page.goto(server.url)
+            expect(page.locator("#title")).to_contain_text("MiniMind Studio")
+            page.locator("#tab-corpus input[type=file]").first.set_input_files(
+                str(ROOT / "samples" / "tang_preference.jsonl"))
+            page.locator("#inspect-btn").click()
+            expect(page.locator("#corpus-summary")).to_contain_text("preference", timeout=120_000)
+            expect(page.locator("#corpus-summary")).to_contain_text("720")
+            page.get_by_label("Corpus name").fill("poem-pairs")
+            page.locator("#save-corpus-btn").click()
+            expect(page.locator("#corpus-saved")).to_contain_text("Saved corpus", timeout=120_000)
+
+            page.get_by_role("tab", name="Train").click()
+            _pick(page, "Start from", "shipped: minimind-tang")
+            page.locator("#train-mode").get_by_text("dpo", exact=True).click()
+            page.locator("#train-weights").get_by_text("LoRA", exact=True).click()
+            _pick(page, "Corpus", "poem-pairs")
+            page.locator("#train-steps input").fill("4")
+            page.get_by_label("Sequence length").fill("128")
+            page.get_by_label("Batch size").fill("2")
+            page.locator("#start-btn").click()
+            expect(page.locator("#train-message")).to_contain_text("Queued", timeout=60_000)
+            expect(page.locator("#train-progress")).to_contain_text("finished: step 4/4", timeout=600_000)
+            expect(page.locator("#objective-plot")).to_be_visible(timeout=60_000)
+            expect(page.locator("#train-facts")).to_contain_text(re.compile(r"Preference accuracy"))
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "tab-train-dpo.png"), full_page=True)
+        except Exception:
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "dpo-failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()

@@ -48,16 +48,22 @@ def test_two_process_run_matches_one_process_with_the_same_global_batch(tmp_path
     assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-4
 
 
-def test_two_process_dpo_run_matches_one_process(tmp_path, tokenizer):
-    """DPO under DDP: each process scores its share of the pairs against its own reference copy;
-    the averaged gradients equal one process's on the whole batch."""
-    from test_training_objectives import dpo_config, write_preference_corpus
+@pytest.mark.parametrize("mode", ["dpo", "distill"])
+def test_two_process_objective_run_matches_one_process(tmp_path, tokenizer, mode):
+    """DPO and distillation under DDP: each process scores its share of the batch against its own
+    frozen reference (or teacher); the averaged gradients equal one process's on the whole batch."""
+    from test_training_objectives import distill_config, dpo_config, write_preference_corpus
     from training_helpers import save_base_model
 
     base = save_base_model(tmp_path / "base", tokenizer)
-    pairs = write_preference_corpus(tmp_path)
-    train(dpo_config(tmp_path / "one", base, pairs, max_steps=3, batch_size=4, eval_every=3))
-    multi = dpo_config(tmp_path / "two", base, pairs, max_steps=3, batch_size=2, eval_every=3, distributed="ddp")
+    if mode == "dpo":
+        data = write_preference_corpus(tmp_path)
+        build = lambda where, **kw: dpo_config(where, base, data, max_steps=3, eval_every=3, **kw)  # noqa: E731
+    else:
+        data = write_text_corpus(tmp_path)
+        build = lambda where, **kw: distill_config(where, base, data, max_steps=3, eval_every=3, **kw)  # noqa: E731
+    train(build(tmp_path / "one", batch_size=4))
+    multi = build(tmp_path / "two", batch_size=2, distributed="ddp")
     multi.save(tmp_path / "multi.yaml")
     _torchrun(tmp_path / "multi.yaml", tmp_path / "two" / "run")
     one, two = losses(tmp_path / "one" / "run"), losses(tmp_path / "two" / "run")

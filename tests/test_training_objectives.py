@@ -38,6 +38,7 @@ def dpo_config(tmp_path, base, pairs, **overrides):
 
 @pytest.mark.parametrize("adapter", ["", "lora"])
 def test_dpo_starts_at_log_2_and_learns_the_preference(tmp_path, tokenizer, adapter):
+    """Full weights or a LoRA adapter (QLoRA: the next test)."""
     base = save_base_model(tmp_path / "base", tokenizer)
     pairs = write_preference_corpus(tmp_path)
     cfg = dpo_config(tmp_path, base, pairs, adapter=adapter, lora__rank=4, lora__dropout=0.0)
@@ -57,6 +58,17 @@ def test_dpo_starts_at_log_2_and_learns_the_preference(tmp_path, tokenizer, adap
     # the reference was never changed: with LoRA the base weights on disk are those of the base folder
     if adapter:
         assert (tmp_path / "run" / "checkpoints" / "step-6" / "adapter_config.json").is_file()
+
+
+def test_qlora_dpo_runs_on_a_4_bit_base(tmp_path, tokenizer):
+    base = save_base_model(tmp_path / "base", tokenizer)
+    pairs = write_preference_corpus(tmp_path)
+    status = train(dpo_config(tmp_path, base, pairs, adapter="qlora", lora__rank=4, max_steps=2, eval_every=2,
+                              precision="bf16"))
+    assert status["state"] == "finished" and status["step"] == 2
+    first = [r for r in metrics(tmp_path / "run") if "loss" in r][0]
+    assert abs(first["loss"] - math.log(2)) < 0.02  # the reference is the 4-bit base, adapter off
+    assert (tmp_path / "run" / "checkpoints" / "step-2" / "adapter_model.safetensors").is_file()
 
 
 def test_dpo_needs_a_preference_corpus_and_a_preference_corpus_needs_dpo(tmp_path, tokenizer):
@@ -175,3 +187,40 @@ def test_dpo_loss_of_a_batch_adds_the_chosen_answers_next_token_loss(tmp_path, t
     keep = chosen_labels != -100
     nll = torch.nn.functional.cross_entropy(chosen_logits[keep], chosen_labels[keep])
     torch.testing.assert_close(loss, torch.tensor(math.log(2)) + nll, rtol=1e-5, atol=1e-5)
+
+
+def test_teacher_cache_gives_what_the_teacher_gives_and_keeps_to_its_budget(tokenizer):
+    from minimind import MiniMindForCausalLM
+    from minimind.training.objectives.distill import TeacherCache
+    from helpers import tiny_config
+
+    torch.manual_seed(0)
+    teacher = MiniMindForCausalLM(tiny_config(vocab_size=len(tokenizer))).eval()
+    calls = []
+
+    def forward(batch):
+        calls.append(batch["input_ids"].shape[0])
+        with torch.no_grad():
+            return teacher(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask")).logits
+
+    ids = torch.randint(5, 500, (3, 10))
+    mask = torch.ones_like(ids)
+    mask[2, 7:] = 0  # a shorter row, padded
+    cache = TeacherCache(limit_bytes=10**8)
+    first = cache.logits(forward, {"input_ids": ids, "attention_mask": mask})
+    # the same rows again, in another order and padded wider: nothing is recomputed
+    wider = torch.cat([ids[[2, 0]], torch.zeros(2, 4, dtype=torch.long)], dim=1)
+    wider_mask = torch.cat([mask[[2, 0]], torch.zeros(2, 4, dtype=torch.long)], dim=1)
+    again = cache.logits(forward, {"input_ids": wider, "attention_mask": wider_mask})
+    assert calls == [3] and cache.hits == 2
+    torch.testing.assert_close(again[0, :7], first[2, :7])
+    torch.testing.assert_close(again[1, :10], first[0])
+    # one new row among known ones: only it goes through the teacher
+    new = torch.randint(5, 500, (1, 10))
+    mixed = cache.logits(forward, {"input_ids": torch.cat([ids[:1], new]), "attention_mask": torch.ones(2, 10, dtype=torch.long)})
+    assert calls == [3, 1]
+    torch.testing.assert_close(mixed[1], forward({"input_ids": new})[0])
+    # a budget of one row keeps one row
+    small = TeacherCache(limit_bytes=first[0].numel() * first.element_size())
+    small.logits(forward, {"input_ids": ids[:2]})
+    assert len(small.rows) == 1

@@ -69,6 +69,8 @@ class DistillSection:
     temperature: float = 2.0             # softens both distributions; the KL term is scaled by T^2
     kl_weight: float = 0.5               # weight of KL(teacher || student) on the trained tokens
     ce_weight: float = 0.5               # weight of the ordinary next-token loss on the data
+    cache_mb: float = 512.0              # keep the teacher's logits of rows seen, up to this many MiB (0 = off):
+                                         # a small corpus pays for the teacher once, not every epoch
 
 
 @dataclass
@@ -232,6 +234,7 @@ class TrainConfig:
         need(self.mode != "distill" or bool(self.distill.teacher),
              "mode distill learns from a teacher: set distill.teacher to a model folder")
         need(self.distill.temperature > 0, "distill.temperature must be positive")
+        need(self.distill.cache_mb >= 0, "distill.cache_mb must be >= 0 (0 = no cache)")
         need(self.distill.kl_weight >= 0 and self.distill.ce_weight >= 0
              and self.distill.kl_weight + self.distill.ce_weight > 0,
              "distill.kl_weight and distill.ce_weight must be >= 0, and not both 0")
