@@ -56,7 +56,7 @@ class LoraSection:
 
 @dataclass
 class DpoSection:
-    beta: float = 0.1                    # strength of the pull towards the reference policy
+    beta: float = 0.5                    # strength of the pull towards the reference policy (0.1 drifted: NOTES.md)
     label_smoothing: float = 0.0         # share of pairs assumed mislabelled (conservative DPO), 0..0.5
     sft_weight: float = 1.0              # + this x next-token loss on the chosen answers (RPO; 0 = plain DPO).
                                          # On: plain DPO with LoRA wrecked answers' form (benchmarks/NOTES.md)
