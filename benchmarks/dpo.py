@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 START = ROOT / "checkpoints" / "minimind-tang"
 PAIRS = ROOT / "samples" / "tang_preference.jsonl"
 CACHE = ROOT / ".cache" / "dpo"
-SEQ, VAL_FRACTION, SEED, BETA = 256, 0.1, 1234, 0.1
+SEQ, VAL_FRACTION, SEED = 256, 0.1, 1234
 MINUTES = 5.0      # the target asks for its figures within 10 CPU-minutes
 SAMPLES_PER_REQUEST = 4
 FORMS = {"五言绝句": (5, 4), "七言绝句": (7, 4), "五言律诗": (5, 8), "七言律诗": (7, 8)}
@@ -82,7 +82,7 @@ def form_share(model, tokenizer, requests: list[list[dict]]) -> tuple[float, int
     return hits / max(total, 1), total
 
 
-def pair_figures(policy, reference, tokenizer) -> dict:
+def pair_figures(policy, reference, tokenizer, beta: float) -> dict:
     """DPO's held-out figures (objectives/dpo.py, the trainer's own evaluation) plus the
     reference-free likelihood preference."""
     import torch
@@ -95,7 +95,7 @@ def pair_figures(policy, reference, tokenizer) -> dict:
 
     corpus = prepare_corpus([str(PAIRS)], tokenizer, data_config())
     batches = list(eval_batches(corpus.validation, 8, 0, tokenizer.pad_token_id))
-    figures = Dpo(None, reference, BETA, 0.0, Precision("fp32", "cpu"), None).evaluate(policy, batches)
+    figures = Dpo(None, reference, beta, 0.0, Precision("fp32", "cpu"), None).evaluate(policy, batches)
     wins = pairs = 0
     with torch.no_grad():
         for batch in batches:
@@ -115,9 +115,9 @@ def poem_bpc(model, tokenizer) -> float:
     return evaluate_documents(model, tokenizer, poems, context=model.config.max_position_embeddings).bpc
 
 
-def measure(model, reference, tokenizer, requests, label: str, extra: dict) -> dict:
+def measure(model, reference, tokenizer, requests, label: str, extra: dict, beta: float) -> dict:
     model.eval()
-    pairs = pair_figures(model, reference, tokenizer)
+    pairs = pair_figures(model, reference, tokenizer, beta)
     share, asked = form_share(model, tokenizer, requests)
     return {"model": label, "preference accuracy": pairs["accuracy"], "reward margin": pairs["reward_margin"],
             "KL to start (per token)": pairs["kl"], "likelihood preference": pairs["likelihood preference"],
@@ -131,7 +131,7 @@ def train_dpo(seconds: float, adapter: str, overrides: list[str]) -> tuple[dict,
 
     run_dir = CACHE / "runs" / (adapter or "full")
     shutil.rmtree(run_dir, ignore_errors=True)
-    raw = {"mode": "dpo", "adapter": adapter, "model": {"init_from": str(START)}, "dpo": {"beta": BETA},
+    raw = {"mode": "dpo", "adapter": adapter, "model": {"init_from": str(START)},
            "data": {"files": [str(PAIRS)], "kind": "preference", "seq_len": SEQ, "val_fraction": VAL_FRACTION,
                     "seed": SEED, "cache_dir": str(CACHE / "data")},
            "time_budget_s": seconds, "run_dir": str(run_dir), "device": bench_device()}
@@ -151,7 +151,8 @@ def run(quick: bool = False, tiny: bool = False, minutes: float | None = None, a
     tokenizer = load_tokenizer_for(START)
     requests = held_out_requests()[: 8 if tiny else None]
     reference = load_model(START).eval()
-    before = measure(load_model(START), reference, tokenizer, requests, "MiniMind-Tang (start)", {})
+    default_beta = TrainConfig().dpo.beta
+    before = measure(load_model(START), reference, tokenizer, requests, "MiniMind-Tang (start)", {}, default_beta)
     rows, summary = [before], {}
     for adapter in adapters:
         status, run_dir, wall = train_dpo(seconds, adapter, list(overrides))
@@ -160,7 +161,8 @@ def run(quick: bool = False, tiny: bool = False, minutes: float | None = None, a
                         f"after DPO ({adapter or 'full'}, {seconds / 60:g} min)",
                         {"steps": status.get("step"), "settings": f"beta {resolved.dpo.beta:g}, sft weight "
                          f"{resolved.dpo.sft_weight:g}, lr {resolved.optim.lr:g}, "
-                         f"batch {resolved.batch_size} pairs, {resolved.precision}", "train() wall s": wall})
+                         f"batch {resolved.batch_size} pairs, {resolved.precision}", "train() wall s": wall},
+                        resolved.dpo.beta)
         rows.append(after)
         tag = adapter or "full"
         summary[f"held-out preference accuracy after ({tag})"] = after["preference accuracy"]

@@ -47,7 +47,7 @@ def test_dpo_and_distill_show_their_own_inputs(tmp_path):
             expect(weights).to_be_visible()
             expect(weights).to_contain_text("full model")
             expect(weights).to_contain_text("QLoRA")
-            expect(beta.locator("input")).to_have_value("0.1")
+            expect(beta.locator("input")).to_have_value("0.5")  # the trainer's default
             expect(teacher).to_be_hidden()
 
             mode.get_by_text("distill", exact=True).click()

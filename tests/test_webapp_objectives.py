@@ -219,4 +219,4 @@ def test_the_page_serves_the_objective_plot_and_keeps_the_old_api(tmp_path):
         api = client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/start_training"]
         params = api["parameters"]
         assert len(params) == 17 and all(p["parameter_has_default"] for p in params[12:])
-        assert [p["parameter_default"] for p in params[12:]] == ["full", 0.1, "shipped:minimind-tang", 2.0, 0.5]
+        assert [p["parameter_default"] for p in params[12:]] == ["full", 0.5, "shipped:minimind-tang", 2.0, 0.5]

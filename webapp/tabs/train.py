@@ -16,7 +16,7 @@ import yaml
 
 from minimind.config import PRESETS
 from minimind.training import RunDir, TrainConfig
-from minimind.training.config import MODES as TRAIN_MODES
+from minimind.training.config import MODES as TRAIN_MODES, DistillSection, DpoSection
 from minimind.training.estimate import estimate
 from minimind.training.precision import bf16_supported, describe, pick_device
 from minimind.training.sizing import pretrain_lr
@@ -93,8 +93,9 @@ def _number(value, what: str, low: float, high: float | None = None) -> float:
 
 
 def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr, accum, precision,
-                 rank, alpha, eval_every, weights="full", beta=0.1, teacher=None, temperature=2.0,
-                 kl_weight=0.5) -> TrainConfig:
+                 rank, alpha, eval_every, weights="full", beta=DpoSection.beta, teacher=None,
+                 temperature=DistillSection.temperature,
+                 kl_weight=DistillSection.kl_weight) -> TrainConfig:
     """The run the page describes. dpo and distill read `weights` (full, lora or qlora); dpo reads
     `beta`; distill reads `teacher` (an offered full model), `temperature` and `kl_weight` (the
     next-token loss on the data weighs 1 - kl_weight). Every other input of another mode is ignored."""
@@ -293,13 +294,16 @@ def build(ctx: AppContext) -> None:
     with gr.Row(visible=False, elem_id="train-objective") as objective_row:  # dpo and distill only
         weights = gr.Radio([(t("weights_full"), "full"), ("LoRA", "lora"), ("QLoRA", "qlora")], value="full",
                            label=t("weights"), elem_id="train-weights", visible=False)
-        beta = gr.Number(value=0.1, label=t("dpo_beta"), info=t("dpo_beta_info"), elem_id="train-beta",
+        beta = gr.Number(value=DpoSection.beta, label=t("dpo_beta"), info=t("dpo_beta_info"),
+                         elem_id="train-beta",
                          visible=False)
         teacher = gr.Dropdown(teachers, value=teachers[0][1] if teachers else None, label=t("teacher"),
                               elem_id="train-teacher", allow_custom_value=True, visible=False)
-        temperature = gr.Number(value=2.0, label=t("distill_temperature"), elem_id="train-temperature",
+        temperature = gr.Number(value=DistillSection.temperature, label=t("distill_temperature"),
+                                elem_id="train-temperature",
                                 visible=False)
-        kl_weight = gr.Slider(0.0, 1.0, value=0.5, step=0.05, label=t("kl_weight"), info=t("kl_weight_info"),
+        kl_weight = gr.Slider(0.0, 1.0, value=DistillSection.kl_weight, step=0.05, label=t("kl_weight"),
+                              info=t("kl_weight_info"),
                               elem_id="train-kl-weight", visible=False)
     with gr.Row():
         steps = gr.Number(value=steps0, precision=0, label=t("max_steps"), elem_id="train-steps")
