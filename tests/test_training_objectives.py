@@ -54,7 +54,7 @@ def test_dpo_starts_at_log_2_and_learns_the_preference(tmp_path, tokenizer, adap
     assert final["val_accuracy"] == 1.0 and final["val_reward_margin"] > 0 and final["val_kl"] > 0
     log = RunDir(tmp_path / "run").log_file.read_text()
     assert "eval step 6: loss" in log and "accuracy 1" in log
-    assert "objective: DPO (sigmoid, beta 0.1, label smoothing 0)" in log and "RPO" not in log
+    assert "objective: DPO (sigmoid, beta 0.5, label smoothing 0)" in log and "RPO" not in log
     # the reference was never changed: with LoRA the base weights on disk are those of the base folder
     if adapter:
         assert (tmp_path / "run" / "checkpoints" / "step-6" / "adapter_config.json").is_file()
