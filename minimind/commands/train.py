@@ -76,6 +76,8 @@ def run(args) -> int:
             msg += f"  val loss {status['val_loss']:.4f}"
             if status.get("val_bpc") is not None:
                 msg += f", bpc {status['val_bpc']:.3f}"
+            if status.get("val_accuracy") is not None:  # DPO: held-out preference accuracy
+                msg += f", preference accuracy {status['val_accuracy']:.2f}"
         print(msg)
         if status.get("final_checkpoint"):
             print(f"model: {status['final_checkpoint']}")

@@ -93,8 +93,10 @@ class Distill:
 
         teacher_tokenizer = load_tokenizer_for(cfg.distill.teacher)
         if not same_vocabulary(teacher_tokenizer, tokenizer):
+            differ = (f"{len(teacher_tokenizer)} vs {len(tokenizer)} tokens" if len(teacher_tokenizer) != len(tokenizer)
+                      else f"both have {len(tokenizer)} tokens, but not the same pieces")
             raise ConfigError(f"the teacher ({cfg.distill.teacher}) and the student do not share a tokenizer "
-                              f"({len(teacher_tokenizer)} vs {len(tokenizer)} tokens, or other pieces): distil into "
+                              f"({differ}): distil into "
                               "a student built with the teacher's tokenizer (leave model.tokenizer empty for a "
                               "new student: it takes the teacher's)")
         teacher = load_model(cfg.distill.teacher, device=device).eval().requires_grad_(False)
