@@ -264,8 +264,9 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         elapsed = now - run_start
         state["elapsed_s"] = elapsed
         if timed:
-            budget.record_step(dist.mean(now - step_start, info), step - state_start)  # all ranks agree
-            seconds_left = dist.mean(budget.left(now), info)  # one figure for every rank
+            timing = dist.means({"step_s": now - step_start, "left_s": budget.left(now)}, info)  # one all-reduce
+            budget.record_step(timing["step_s"], step - state_start)  # all ranks agree ...
+            seconds_left = timing["left_s"]  # ... on one figure
             resize = budget.due(evaluated=step % eval_every == 0)
             if resize or budget.no_time_for_another(seconds_left, step % eval_every == 0, step % save_every == 0):
                 left = 0 if not resize else budget.steps_left(seconds_left, eval_every, save_every,
