@@ -37,7 +37,6 @@ CACHE = ROOT / ".cache" / "dpo"
 SEQ, VAL_FRACTION, SEED = 256, 0.1, 1234
 MINUTES = 5.0      # the target asks for its figures within 10 CPU-minutes
 SAMPLES_PER_REQUEST = 4
-FORMS = {"五言绝句": (5, 4), "七言绝句": (7, 4), "五言律诗": (5, 8), "七言律诗": (7, 8)}
 
 
 def data_config():
@@ -56,19 +55,17 @@ def held_out_requests() -> list[list[dict]]:
     return [docs[int(i)]["prompt"] for i in val]
 
 
-def form(text: str) -> tuple[int, int] | None:
-    verses = [v for v in re.split(r"[，。！？；、\n]", text) if v.strip()]
-    lengths = {len(v.strip()) for v in verses}
-    return (lengths.pop(), len(verses)) if len(lengths) == 1 else None
+def requested(messages: list[dict]) -> str | None:
+    """The form a request asks for (五言绝句 ...), as scripts/make_tang_chat.py phrases it."""
+    from scripts.make_tang_chat import FORMS
 
-
-def requested(messages: list[dict]) -> tuple[int, int] | None:
-    asked = re.search("|".join(FORMS), messages[-1]["content"])
-    return FORMS[asked.group(0)] if asked else None
+    asked = re.search("|".join(FORMS.values()), messages[-1]["content"])
+    return asked.group(0) if asked else None
 
 
 def form_share(model, tokenizer, requests: list[list[dict]]) -> tuple[float, int]:
     from minimind.generation import SamplingParams, chat
+    from scripts.make_tang_chat import form_of
 
     hits = total = 0
     for i, messages in enumerate(requests):
@@ -77,7 +74,7 @@ def form_share(model, tokenizer, requests: list[list[dict]]) -> tuple[float, int
             continue
         for sample in range(SAMPLES_PER_REQUEST):
             params = SamplingParams(temperature=0.7, top_p=0.9, max_new_tokens=160, seed=i * 100 + sample)
-            hits += form("".join(chat(model, tokenizer, messages, params))) == want
+            hits += form_of("".join(chat(model, tokenizer, messages, params))) == want
             total += 1
     return hits / max(total, 1), total
 

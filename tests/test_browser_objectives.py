@@ -8,7 +8,7 @@ import pytest
 
 from webapp.app import build_app
 from helpers import ROOT
-from webapp_helpers import LiveServer, free_port
+from webapp_helpers import LiveServer, chromium_page, free_port
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = ROOT / "test-artifacts"
@@ -25,11 +25,7 @@ def test_dpo_and_distill_show_their_own_inputs(tmp_path):
     (shipped / "config.json").write_text("{}")
     app = build_app(tmp_path / "workspace", shipped_dir=shipped.parent, background_jobs=False)
     with LiveServer(app, free_port()) as server, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1100})
-        page.set_default_timeout(60_000)
+        browser, page = chromium_page(pw, CHROMIUM)
         try:
             page.goto(server.url)
             expect(page.locator("#title")).to_contain_text("MiniMind Studio")
@@ -85,11 +81,7 @@ def test_a_dpo_run_from_the_page(tmp_path):
     shipped = make_shipped(tmp_path / "checkpoints")
     app = build_app(tmp_path / "workspace", shipped_dir=shipped)
     with LiveServer(app, free_port()) as server, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1100})
-        page.set_default_timeout(60_000)
+        browser, page = chromium_page(pw, CHROMIUM)
         try:
             page.goto(server.url)
             expect(page.locator("#title")).to_contain_text("MiniMind Studio")

@@ -59,3 +59,15 @@ def wait_for(predicate, timeout: float = 300, every: float = 0.5, what: str = "c
             return value
         time.sleep(every)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def chromium_page(pw, executable: str, **page_options):
+    """(browser, page) in Debian's Chromium, headless, a 1400 x 1100 page waiting up to 60 s per step."""
+    browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+    page = browser.new_page(viewport={"width": 1400, "height": 1100}, **page_options)
+    page.set_default_timeout(60_000)
+    return browser, page

@@ -321,12 +321,12 @@ def _eval_probe(objective, model, validation, cfg: TrainConfig, pad_id: int) -> 
     """Seconds one evaluation will take, from timing its first batch: until the first real one,
     the budget plans with this (an objective with a frozen teacher or reference pays for that
     model's forward pass too, so a fixed share of a training step would be far off)."""
-    batches = list(eval_batches(validation, cfg.batch_size, cfg.eval_batches, pad_id))
-    if not batches:
+    rows = len(validation) if cfg.eval_batches <= 0 else min(len(validation), cfg.eval_batches * cfg.batch_size)
+    if not rows:
         return 0.0
     start = time.perf_counter()
-    objective.evaluate(model, batches[:1])
-    return (time.perf_counter() - start) * len(batches)
+    objective.evaluate(model, eval_batches(validation, cfg.batch_size, 1, pad_id))
+    return (time.perf_counter() - start) * math.ceil(rows / cfg.batch_size)
 
 
 def _accumulate(model, micro_batches, device, precision: Precision, scaler, loss_fn) -> tuple[float, int, dict, bool]:
