@@ -4,7 +4,8 @@ Prefill is B = 1 with the prompt's T tokens, decoding is B active sequences with
 token each (a lone request is B = 1, T = 1), and checking several tokens at once is
 B = 1 with T of them. The weight products run once for all B x T rows (a decode step
 reads each matrix once for the whole batch, which is what a bandwidth-bound CPU pays
-for); attention runs per sequence over its own cache, since lengths differ.
+for); attention reads each sequence's own cache: one masked call over the caches stacked
+to the longest for a decode step, one call per sequence for a multi-token pass.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ class KVCache:
 
     def __init__(self, weights: Weights, capacity: int):
         capacity = min(capacity, weights.max_positions)
-        self.buffer = torch.empty(len(weights.layers), 2, weights.n_kv, capacity, weights.head_dim,
+        # zeros, not empty: a batched decode step reads past a short sequence's end (masked out,
+        # but a NaN left in unused memory would still poison the weighted sum)
+        self.buffer = torch.zeros(len(weights.layers), 2, weights.n_kv, capacity, weights.head_dim,
                                   dtype=torch.float32, device=weights.device)
         self.keys = list(self.buffer[:, 0])      # per-layer (Hkv, capacity, D) views, made once
         self.values = list(self.buffer[:, 1])
@@ -43,7 +46,8 @@ def forward(w: Weights, ids: torch.Tensor, caches: Sequence[KVCache], all_logits
     (B, V) of each sequence's last position, or (B, T, V) with `all_logits`.
 
     Everything per token is done once for all B x T rows; only attention, which reads each
-    sequence's own cache, loops over the B sequences (once, with no mask, for B = 1)."""
+    sequence's own cache, loops over the B sequences of a multi-token pass (a decode step of
+    several sequences attends in one masked call; B = 1 needs no mask)."""
     b, t = ids.shape
     starts = [c.length for c in caches]
     for s, c in zip(starts, caches):
@@ -62,6 +66,8 @@ def forward(w: Weights, ids: torch.Tensor, caches: Sequence[KVCache], all_logits
     # a chunk after cached tokens attends causally within itself and to all of its past
     masks = [None] * b if t == 1 else [
         torch.ones(t, s + t, dtype=torch.bool, device=w.device).tril(s) if s > 0 else None for s in starts]
+    # a decode step of several sequences attends in one call, each row masked to its own length
+    length_mask = _length_mask(starts, w.device) if b > 1 and t == 1 else None
     mm = w.mm
     for i, layer in enumerate(w.layers):
         qkv = mm(_rms_norm(x, layer.ln1, eps), layer.qkv)                   # (BT, (Hq + 2Hkv) D)
@@ -70,6 +76,8 @@ def forward(w: Weights, ids: torch.Tensor, caches: Sequence[KVCache], all_logits
         v = qkv[:, nqk:].view(rows, hkv, hd)
         if b == 1:
             a = _attend(qk, v, caches[0], i, s0, t, masks[0], hq, gqa)
+        elif t == 1:
+            a = _attend_decode(qk, v, caches, i, starts, length_mask, hq, gqa)
         else:
             a = torch.cat([_attend(qk[r * t:(r + 1) * t], v[r * t:(r + 1) * t], c, i, s, t, masks[r], hq, gqa)
                            for r, (s, c) in enumerate(zip(starts, caches))])
@@ -100,3 +108,31 @@ def _attend(qk: torch.Tensor, v: torch.Tensor, cache: KVCache, layer: int, start
     out = F.scaled_dot_product_attention(q, keys[None, :, :end], values[None, :, :end], attn_mask=mask,
                                          is_causal=t > 1 and mask is None, enable_gqa=gqa)
     return out[0].transpose(0, 1)
+
+
+def _length_mask(starts: list[int], device) -> torch.Tensor:
+    """(B, 1, 1, L) True where a sequence has a position: its cached ones and the new token."""
+    lengths = torch.tensor(starts, device=device) + 1
+    return (torch.arange(int(lengths.max()), device=device)[None] < lengths[:, None])[:, None, None]
+
+
+def _attend_decode(qk: torch.Tensor, v: torch.Tensor, caches: Sequence[KVCache], layer: int, starts: list[int],
+                   mask: torch.Tensor, hq: int, gqa: bool) -> torch.Tensor:
+    """One new token of each of B sequences: write its key and value into its own cache, then
+    attend for all B in one call over their caches stacked to the longest length (positions
+    past a sequence's end are masked). qk (B, Hq + Hkv, D), v (B, Hkv, D) -> (B, Hq, D)."""
+    length = mask.shape[-1]
+    keys, values = [], []
+    for r, (s, c) in enumerate(zip(starts, caches)):
+        k_cache, v_cache = c.keys[layer], c.values[layer]
+        k_cache[:, s] = qk[r, hq:]
+        v_cache[:, s] = v[r]
+        keys.append(k_cache[:, :length])
+        values.append(v_cache[:, :length])
+    if any(k.shape[1] < length for k in keys):  # a cache shorter than the longest sequence: pad it
+        keys = [F.pad(k, (0, 0, 0, length - k.shape[1])) for k in keys]
+        values = [F.pad(x, (0, 0, 0, length - x.shape[1])) for x in values]
+    q = qk[:, :hq, None]                                                    # (B, Hq, 1, D)
+    out = F.scaled_dot_product_attention(q, torch.stack(keys), torch.stack(values), attn_mask=mask,
+                                         enable_gqa=gqa)
+    return out[:, :, 0]

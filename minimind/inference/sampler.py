@@ -68,7 +68,10 @@ class Sampler:
     def _draw(self, logits: torch.Tensor) -> int:
         """Top-k (the k best, sorted), then top-p over those: the smallest prefix whose probability
         reaches p (the best token always stays), then a draw at the temperature. Sorting only
-        the k candidates, not the vocabulary, is what keeps a sampled token cheap."""
+        the k candidates, not the vocabulary, is what keeps a sampled token cheap; with neither
+        top-k nor top-p (GRPO's rollouts sample the policy itself) nothing is sorted at all."""
+        if self.top_k <= 0 and self.top_p >= 1.0:
+            return int(torch.multinomial((logits / self.temperature).softmax(-1), 1, generator=self.generator))
         if 0 < self.top_k < logits.shape[0]:
             values, order = torch.topk(logits, self.top_k)
         else:
