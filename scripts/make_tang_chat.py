@@ -17,24 +17,11 @@ import random
 import re
 from pathlib import Path
 
+from minimind.training.rewards.poems import FORMS, form_of, verses  # noqa: F401 (re-exported)
 from scripts.corpora import TANG, tang_records, tang_split
 
-FORMS = {(5, 4): "五言绝句", (7, 4): "七言绝句", (5, 8): "五言律诗", (7, 8): "七言律诗"}
 SYSTEM = "你是一位唐代诗人，用诗回答。"
 ANONYMOUS = {"無名氏", "无名氏", "不詳", ""}
-
-
-def verses(poem: str) -> list[str]:
-    return [v for v in re.split(r"[，。！？；、\n]", poem) if v.strip()]
-
-
-def form_of(poem: str) -> str | None:
-    """五言绝句 etc. when every verse has 5 or 7 characters and there are 4 or 8 of them."""
-    vs = verses(poem)
-    lengths = {len(v) for v in vs}
-    if len(lengths) != 1:
-        return None
-    return FORMS.get((lengths.pop(), len(vs)))
 
 
 def first_verse(poem: str) -> str:

@@ -1,0 +1,169 @@
+"""Rewards stated in config: a name, a weight and parameters, checked once at build time.
+
+A hosted page hands us YAML, never Python: every reward is one of the built-in kinds below,
+and everything a user can get wrong is a ConfigError before the first rollout.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from minimind.errors import ConfigError
+
+from . import poetry, text
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: type  # str, int, float or list (a list parameter also takes one string)
+    default: object
+    help: str
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class RewardKind:
+    name: str
+    fn: Callable  # fn(answer, prompt, record, **params) -> float in [0, 1]
+    params: tuple[Param, ...]
+    description: str  # one line for the page
+
+
+REWARDS: dict[str, RewardKind] = {kind.name: kind for kind in (
+    RewardKind("form", poetry.poem_form, (
+        Param("form", str, "", "五言绝句 / 七言绝句 / 五言律诗 / 七言律诗 (or 五绝 …); empty: the "
+                               "record's form field, else the form named in the prompt"),),
+        "The answer has the requested regulated-poem form (verse count and length); partial credit when close."),
+    RewardKind("rhyme", poetry.rhyme, (),
+               "The even verses end in one rhyme (modern Mandarin finals, tone ignored); partial credit when most do."),
+    RewardKind("length", text.length, (
+        Param("min_chars", int, 0, "fewest characters, whitespace not counted (0 = no bound)"),
+        Param("max_chars", int, 0, "most characters (0 = no bound)"),
+        Param("min_lines", int, 0, "fewest non-empty lines (0 = no bound)"),
+        Param("max_lines", int, 0, "most non-empty lines (0 = no bound)")),
+        "The answer's length is within bounds; falls linearly to 0 outside."),
+    RewardKind("regex", text.regex_match, (
+        Param("pattern", str, "", f"a regular expression, at most {text.REGEX_MAX_CHARS} characters",
+              required=True),),
+        "A regular expression is found in the answer."),
+    RewardKind("contains", text.contains, (
+        Param("text", list, [], "texts the answer must contain (plus each record's must_contain)"),),
+        "Share of the required texts the answer contains."),
+    RewardKind("avoid", text.avoid, (
+        Param("text", list, [], "texts the answer must not contain (plus each record's must_avoid)"),),
+        "1 minus the share of banned texts the answer contains."),
+    RewardKind("no_repetition", text.no_repetition, (
+        Param("n", int, 2, "length of the character n-grams compared"),),
+        "Share of distinct character n-grams: penalizes repeating itself."),
+    RewardKind("format", text.wrapped, (
+        Param("open", str, "<poem>", "text the answer starts with"),
+        Param("close", str, "</poem>", "text the answer ends with")),
+        "The answer is wrapped in an opening and a closing tag with text between."),
+)}
+
+_CHECKS: dict[str, Callable[[dict], dict]] = {
+    "form": poetry.check_form, "length": text.check_length, "regex": text.check_regex,
+    "contains": lambda params: text.check_texts("contains", params),
+    "avoid": lambda params: text.check_texts("avoid", params),
+    "no_repetition": text.check_no_repetition, "format": text.check_wrapped,
+}
+_KIND_WORDS = {str: "a string", int: "an integer", float: "a number", list: "a string or a list of strings"}
+
+
+@dataclass(frozen=True)
+class Reward:
+    """A configured reward; params are complete (defaults filled) and already checked."""
+    name: str
+    weight: float
+    params: dict
+
+    def __call__(self, answer: str, prompt: str, record: dict | None = None) -> float:
+        score = REWARDS[self.name].fn(answer, prompt, record or {}, **self.params)
+        return min(1.0, max(0.0, float(score)))
+
+
+def _typed(reward: str, param: Param, value):
+    """The value as param.kind, or a ConfigError saying what was expected."""
+    ok = {
+        str: isinstance(value, str),
+        int: isinstance(value, int) and not isinstance(value, bool),
+        float: isinstance(value, (int, float)) and not isinstance(value, bool),
+        list: isinstance(value, str) or (isinstance(value, (list, tuple))
+                                         and all(isinstance(v, str) for v in value)),
+    }[param.kind]
+    if not ok:
+        raise ConfigError(f"reward {reward!r}: parameter {param.name!r} must be {_KIND_WORDS[param.kind]}, "
+                          f"got {value!r} ({type(value).__name__})")
+    if param.kind is list:
+        return [value] if isinstance(value, str) else list(value)
+    return float(value) if param.kind is float else value
+
+
+def _build_one(spec, position: int) -> Reward:
+    known = ", ".join(REWARDS)
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+        raise ConfigError(f"rewards[{position}]: each reward needs a name (one of {known}), "
+                          f"e.g. {{name: form, weight: 1.0}}; got {spec!r}")
+    name = spec["name"]
+    if name not in REWARDS:
+        raise ConfigError(f"rewards[{position}]: unknown reward {name!r}; known rewards: {known}")
+    kind = REWARDS[name]
+    weight = spec.get("weight", 1.0)
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) \
+            or weight < 0:
+        raise ConfigError(f"reward {name!r}: weight must be a number >= 0, got {weight!r}")
+    allowed = {p.name: p for p in kind.params}
+    params = {}
+    for key, value in spec.items():
+        if key in ("name", "weight"):
+            continue
+        if key not in allowed:
+            takes = f"its parameters: {', '.join(allowed)}" if allowed else "it takes no parameters"
+            raise ConfigError(f"reward {name!r}: unknown parameter {key!r}; {takes}")
+        params[key] = _typed(name, allowed[key], value)
+    for param in kind.params:
+        if param.name not in params:
+            if param.required:
+                raise ConfigError(f"reward {name!r}: parameter {param.name!r} is required ({param.help})")
+            params[param.name] = list(param.default) if param.kind is list else param.default
+    if name in _CHECKS:
+        params = _CHECKS[name](params)
+    return Reward(name, float(weight), params)
+
+
+def build_rewards(specs: list[dict]) -> list[Reward]:
+    """Rewards from config entries such as {"name": "contains", "weight": 0.5, "text": "月"}:
+    keys other than name and weight are the reward's parameters; weight defaults to 1.0."""
+    if not isinstance(specs, (list, tuple)) or not specs:
+        raise ConfigError(f"rewards: none configured; give a list such as [{{name: form, weight: 1.0}}] "
+                          f"(known rewards: {', '.join(REWARDS)})")
+    rewards = [_build_one(spec, i) for i, spec in enumerate(specs)]
+    seen = set()
+    for reward in rewards:
+        if reward.name in seen:
+            raise ConfigError(f"reward {reward.name!r} is listed twice; keep one entry (each reward "
+                              "is one metric; put all its texts in one list)")
+        seen.add(reward.name)
+    if not any(r.weight > 0 for r in rewards):
+        raise ConfigError("rewards: every weight is 0, so nothing is rewarded; give at least one "
+                          "reward a weight > 0 (weight 0 only logs a reward)")
+    return rewards
+
+
+def score_answer(rewards: list[Reward], answer: str, prompt: str, record: dict | None = None) -> dict[str, float]:
+    """Each reward's score by name, plus "reward": the weighted mean, so it stays in [0, 1]."""
+    scores = {r.name: r(answer, prompt, record) for r in rewards}
+    total_weight = sum(r.weight for r in rewards)
+    scores["reward"] = sum(r.weight * scores[r.name] for r in rewards) / total_weight
+    return scores
+
+
+def describe_rewards() -> list[dict]:
+    """The kinds and their parameters, for the page to draw a form from."""
+    return [{"name": kind.name, "description": kind.description,
+             "params": [{"name": p.name, "kind": p.kind.__name__, "default": p.default,
+                         "help": p.help, "required": p.required} for p in kind.params]}
+            for kind in REWARDS.values()]
