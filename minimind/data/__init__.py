@@ -5,7 +5,7 @@
     corpus = prepare_corpus(["poems.jsonl"], tokenizer, config)  # train / validation Arrow rows, cached
 
 Modules, one job each: config (DataConfig), files (paths, size, encoding),
-readers (formats, positions), kinds (plain/chat/instruction/preference, normal form),
+readers (formats, positions), kinds (plain/chat/instruction/preference/prompts, normal form),
 validate (strict/lenient), documents (checked Arrow documents), tokens
 (tokenize, pack, mask), prepare (split, cache), stats, cache (keys, folders).
 """
@@ -16,9 +16,9 @@ from .documents import Documents, iter_texts, read_documents
 from .kinds import ROLES
 from .prepare import PreparedCorpus, inspect_corpus, prepare_corpus, split_indices
 from .stats import FileStats, Histogram, PartLengths, Stats
-from .tokens import IGNORE, PAIR_COLUMNS
+from .tokens import IGNORE, PAIR_COLUMNS, PROMPT_COLUMNS, PROMPT_ROOM
 from .validate import Skipped
 
 __all__ = ["CorpusError", "DataConfig", "Documents", "FileStats", "Histogram", "IGNORE", "PAIR_COLUMNS",
-           "PartLengths", "PreparedCorpus", "ROLES", "Skipped", "Stats", "cache_root", "inspect_corpus",
-           "iter_texts", "prepare_corpus", "read_documents", "split_indices"]
+           "PROMPT_COLUMNS", "PROMPT_ROOM", "PartLengths", "PreparedCorpus", "ROLES", "Skipped", "Stats",
+           "cache_root", "inspect_corpus", "iter_texts", "prepare_corpus", "read_documents", "split_indices"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 
-KINDS = ("auto", "text", "chat", "instruction", "preference")
+KINDS = ("auto", "text", "chat", "instruction", "preference", "prompts")
 SPLITS = ("paragraph", "line")
 
 
@@ -22,12 +22,13 @@ class DataConfig:
     """Reading, validation and preparation settings of one corpus."""
 
     files: list = field(default_factory=list)  # corpus files (a training run reads these; the functions take them apart)
-    kind: str = "auto"                 # "auto" detects it; or force "text", "chat", "instruction" or "preference"
+    kind: str = "auto"                 # "auto" detects it; or force "text", "chat", "instruction", "preference"
+                                       # or "prompts" (a .txt file: one prompt a line)
     text_field: str | None = None      # record field with plain text (default: "text", else "content")
     split: str = "paragraph"           # .txt/.md documents: "paragraph" (blank-line separated) or "line"
     seq_len: int | None = 512         # tokens per row (None: a training run picks it for the device): text is packed to it, chat examples (each side of a
                                        # preference pair) cut to it
-    val_fraction: float = 0.05         # share of documents (pairs) held out for validation (0 = none)
+    val_fraction: float = 0.05         # share of documents (pairs, prompts) held out for validation (0 = none)
     seed: int = 0                      # seed of the document-level train/validation split
     strict: bool = True                # stop at the first bad record; False skips up to max_skipped
     max_skipped: int = 100             # lenient mode: bad records skipped before the corpus is refused

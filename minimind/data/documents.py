@@ -1,13 +1,16 @@
 """From files to documents: every record checked, normalised and written once to Arrow.
 
 The result is a memory-mapped `datasets.Dataset` with one row per document
-("text", "messages", or "prompt" + "chosen" + "rejected", plus "chars"), cached under a key of the file contents
+("text", "messages", "prompt" + "chosen" + "rejected", or "prompt" + "params" (a JSON
+object as text), plus "chars"), cached under a key of the file contents
 and the reading settings. `inspect` builds it, `prepare` reuses it, and a 1 GB
 corpus streams through it in batches without ever being held in memory.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -21,19 +24,20 @@ from ..errors import CorpusError
 from .cache import key, new_workdir, publish, ready
 from .config import DataConfig, cache_root
 from .files import CorpusFile, open_file
-from .kinds import KIND_NAMES, BadRecord, Normalizer, characters, doc_texts, part_characters
+from .kinds import KIND_NAMES, BadRecord, Normalizer, characters, doc_texts, part_characters, prompt_document, shape
 from .readers import read_records, read_text
 from .stats import FileStats, Histogram, PartLengths, Stats, sample_of
 from .validate import Problems
 
 WRITE_BATCH = 1000  # documents per Arrow record batch
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
-SCHEMAS = {  # by the normal form's first field
+SCHEMAS = {  # by the normal form's shape (kinds.shape)
     "text": pa.schema([("text", pa.string()), ("chars", pa.int64())]),
     "messages": pa.schema([("messages", MESSAGES), ("chars", pa.int64())]),
-    "prompt": pa.schema([("prompt", MESSAGES), ("chosen", pa.string()), ("rejected", pa.string()),
-                         ("chars", pa.int64()), ("prompt_chars", pa.int64()), ("chosen_chars", pa.int64()),
-                         ("rejected_chars", pa.int64())]),
+    "preference": pa.schema([("prompt", MESSAGES), ("chosen", pa.string()), ("rejected", pa.string()),
+                             ("chars", pa.int64()), ("prompt_chars", pa.int64()), ("chosen_chars", pa.int64()),
+                             ("rejected_chars", pa.int64())]),
+    "prompts": pa.schema([("prompt", MESSAGES), ("params", pa.string()), ("chars", pa.int64())]),
 }
 PARTS = ("prompt", "chosen", "rejected")  # the parts of a preference pair, measured separately
 
@@ -42,9 +46,10 @@ PARTS = ("prompt", "chosen", "rejected")  # the parts of a preference pair, meas
 class Documents:
     """A checked corpus: its documents as Arrow, its kind and what reading it found."""
 
-    dataset: Dataset        # one row per document: "text" (plain), "messages" (chat/instruction) or
-                            # "prompt" + "chosen" + "rejected" (preference), and "chars"
-    kind: str               # text, chat, instruction or preference
+    dataset: Dataset        # one row per document: "text" (plain), "messages" (chat/instruction),
+                            # "prompt" + "chosen" + "rejected" (preference) or "prompt" + "params" (prompts,
+                            # params a JSON object as text), and "chars"
+    kind: str               # text, chat, instruction, preference or prompts
     fingerprint: str        # cache key of the documents (file contents + reading settings)
     stats: Stats            # counts, lengths, samples, skipped records (no tokens yet)
     files: list[CorpusFile] = field(default_factory=list)
@@ -98,9 +103,14 @@ def iter_documents(infos: list[CorpusFile], config: DataConfig, problems: Proble
 
 def _file_documents(info: CorpusFile, config: DataConfig, problems: Problems) -> Iterator[tuple[str, dict | None, str]]:
     if info.format == "text":
+        if config.kind == "prompts":  # one prompt a line, whatever config.split says
+            for position, text in read_text(info, dataclasses.replace(config, split="line")):
+                yield position, prompt_document(text), "prompts"
+            return
         if config.kind not in ("auto", "text"):
             raise CorpusError(f"a {info.suffix} file holds plain text; kind {config.kind!r} needs records "
-                              "(.jsonl, .json, .csv or .parquet)", info.name, "line 1")
+                              "(.jsonl, .json, .csv or .parquet; kind 'prompts' also reads one prompt a line)",
+                              info.name, "line 1")
         for position, text in read_text(info, config):
             yield position, {"text": text}, "text"
         return
@@ -155,15 +165,19 @@ def _build(infos: list[CorpusFile], config: DataConfig, work: Path) -> dict:
     problems = Problems(config.strict, config.max_skipped)
     tally = _Tally()
     path = work / "documents.arrow"
-    writer, batch, samples = None, [], []
+    writer, batch, samples, asks = None, [], [], {}
     try:
         for _, doc in iter_documents(infos, config, problems, tally):
             if writer is None:
-                schema = SCHEMAS[next(iter(doc))]
+                schema = SCHEMAS[shape(doc)]
                 writer = pa.ipc.new_stream(str(path), schema)
             row = {**doc, "chars": characters(doc)}
-            if "prompt" in doc:
+            if "chosen" in doc:
                 row.update({f"{part}_chars": n for part, n in part_characters(doc).items()})
+            if "params" in doc:
+                row["params"] = json.dumps(doc["params"], ensure_ascii=False)
+                for name in doc["params"]:
+                    asks[name] = asks.get(name, 0) + 1
             batch.append(row)
             if len(samples) < config.samples:
                 samples.append(sample_of(doc))
@@ -182,7 +196,7 @@ def _build(infos: list[CorpusFile], config: DataConfig, work: Path) -> dict:
     stats = Stats(kind=tally.kind, documents=int(len(lengths)), characters=int(lengths.sum()),
                   length_histogram=Histogram.of(lengths, "characters"), samples=samples,
                   skipped_count=problems.count, skipped=problems.examples, empty=tally.empty, files=tally.files,
-                  parts=parts)
+                  parts=parts, params=asks if tally.kind == "prompts" else {})
     return {"stats": stats.to_dict(), "names": [f.name for f in infos]}
 
 

@@ -1,10 +1,12 @@
-"""What a record is (plain text, chat, instruction or preference pair) and its one normal form.
+"""What a record is (plain text, chat, instruction, preference pair or prompt) and its one normal form.
 
 Every record becomes {"text": str}, {"messages": [{"role", "content"}]} (an
-instruction is a user turn and an assistant turn), or, for a preference pair,
-{"prompt": [{"role", "content"}], "chosen": str, "rejected": str}, so everything
-after reading handles three shapes, not six. A file holds one kind; the user may
-force the kind instead of letting the first record decide.
+instruction is a user turn and an assistant turn), for a preference pair
+{"prompt": [{"role", "content"}], "chosen": str, "rejected": str}, or, for a
+prompt the model answers itself (GRPO), {"prompt": [{"role", "content"}],
+"params": {...}}, so everything after reading handles four shapes, not seven.
+A file holds one kind; the user may force the kind instead of letting the first
+record decide.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ TEXT_FIELDS = ("text", "content")           # tried in order when no text field 
 CHAT_FIELDS = ("messages", "conversations")
 INSTRUCTION_FIELDS = ("instruction", "output")  # "input" and "system" are optional
 PREFERENCE_FIELDS = ("prompt", "chosen", "rejected")  # a record with chosen + rejected is a preference pair
+PARAM_FIELDS = ("form", "must_contain", "must_avoid")  # what a prompt may tell the rewards (see _prompts)
 ROLES = ("system", "user", "assistant")
-KIND_NAMES = {"text": "plain text", "chat": "chat", "instruction": "instruction", "preference": "preference"}
+KIND_NAMES = {"text": "plain text", "chat": "chat", "instruction": "instruction", "preference": "preference",
+              "prompts": "prompt-only"}
 PROMPT_ORDER = ("an optional system message, then user and assistant messages taking turns, starting and "
                 "ending with a user message")
 
@@ -30,17 +34,23 @@ class BadRecord(ValueError):
 def expected_fields(text_field: str | None) -> str:
     text = repr(text_field) if text_field else "'text' or 'content'"
     return (f"a text field ({text}; name another with text_field / --text-field), 'messages' or "
-            "'conversations' (chat), 'instruction' + 'output' (instruction), or 'prompt' + 'chosen' + "
-            "'rejected' (preference)")
+            "'conversations' (chat), 'instruction' + 'output' (instruction), 'prompt' + 'chosen' + "
+            "'rejected' (preference), or 'prompt' alone (prompts, for GRPO)")
 
 
 def detect(fields, text_field: str | None) -> str | None:
-    """The kind a record (or a table with these column names) holds, or None."""
+    """The kind a record (or a table with these column names) holds, or None.
+
+    A prompt with one answer side only is a preference pair missing the other (reported
+    as such), not a prompt-only record that silently drops its answer.
+    """
     names = set(fields)
     if text_field and text_field in names:
         return "text"
-    if {"chosen", "rejected"} <= names:
+    if {"chosen", "rejected"} <= names or ("prompt" in names and names & {"chosen", "rejected"}):
         return "preference"
+    if "prompt" in names:
+        return "prompts"
     if names & set(CHAT_FIELDS):
         return "chat"
     if set(INSTRUCTION_FIELDS) <= names:
@@ -64,6 +74,9 @@ def needed_columns(names: list[str], kind: str, text_field: str | None) -> list[
             if set(INSTRUCTION_FIELDS) <= set(names) else None
     if found == "preference":  # a missing 'prompt' column is reported on the first row, naming it
         return [f for f in PREFERENCE_FIELDS if f in names] if {"chosen", "rejected"} <= set(names) else None
+    if found == "prompts":  # forced on a table without 'prompt': its text column holds the prompts
+        field = "prompt" if "prompt" in names else text_field or next((f for f in TEXT_FIELDS if f in names), None)
+        return [field] + [f for f in PARAM_FIELDS if f in names] if field in names else None
     return None
 
 
@@ -88,7 +101,7 @@ class Normalizer:
             raise BadRecord(f"mixed kinds: found a {KIND_NAMES[kind]} record ({describe(record)}), but this file's "
                             f"first record is {KIND_NAMES[self.kind]}; expected one kind per file")
         return {"text": self._text, "chat": self._chat, "instruction": self._instruction,
-                "preference": _preference}[kind](record)
+                "preference": _preference, "prompts": self._prompts}[kind](record)
 
     def _text(self, record: dict) -> dict | None:
         field = self.text_field or next((f for f in TEXT_FIELDS if f in record), TEXT_FIELDS[0])
@@ -113,6 +126,23 @@ class Normalizer:
                 raise BadRecord(f"field {field!r} is {describe(messages)}; expected a list of "
                                 "{role, content}") from None
         return {"messages": check_messages(messages, field)}
+
+    def _prompts(self, record: dict) -> dict:
+        """A prompt for the model to answer (GRPO): 'prompt' (text or messages ending with a user
+        message), or, when the kind is forced, the text field; optional reward fields 'form' (text),
+        'must_contain' and 'must_avoid' (text or a list of texts) go to "params" (null or blank:
+        absent); any other field is ignored."""
+        field = "prompt"
+        if field not in record and self.forced:
+            field = self.text_field or next((f for f in TEXT_FIELDS if f in record), "prompt")
+        if field not in record:
+            raise BadRecord(f"missing field 'prompt': found {describe(record)}; expected 'prompt' holding the "
+                            "request text, or a list of {role, content} ending with a user message")
+        value = record[field]
+        if field != "prompt" and (not isinstance(value, str) or not value.strip()):
+            found = f"field {field!r} is {describe(value)}" if not isinstance(value, str) else f"empty {field!r}"
+            raise BadRecord(f"{found}; expected the prompt text (kind prompts reads it as the prompt)")
+        return prompt_document(value, params(record))
 
     def _instruction(self, record: dict) -> dict:
         for name in INSTRUCTION_FIELDS:
@@ -145,6 +175,50 @@ def _preference(record: dict) -> dict:
         raise BadRecord(f"'chosen' and 'rejected' are identical ({snippet(chosen.strip(), 40)}); expected two "
                         "different answers, the preferred one in 'chosen'")
     return {"prompt": prompt, "chosen": chosen, "rejected": rejected}
+
+
+def prompt_document(value: object, found: dict | None = None) -> dict:
+    """A prompt-only document: the prompt (text or messages, checked as a pair's prompt) and its params."""
+    return {"prompt": _prompt(value), "params": found or {}}
+
+
+def params(record: dict) -> dict:
+    """The reward fields of a prompt record, checked: 'form' as text, 'must_contain' / 'must_avoid' as
+    a list of texts (one text becomes a list of one; a CSV cell may hold a JSON list)."""
+    found = {}
+    for name in PARAM_FIELDS:
+        value = record.get(name)
+        if value is None or isinstance(value, str) and not value.strip():
+            continue  # absent, JSON null, an empty CSV cell or parquet null
+        if name == "form":
+            if not isinstance(value, str):
+                raise BadRecord(f"field 'form' is {describe(value)}; expected text naming the requested form "
+                                "(e.g. '五言绝句')")
+            found[name] = value.strip()
+            continue
+        value = _maybe_json_strings(value)
+        texts = [value] if isinstance(value, str) else value
+        if not isinstance(texts, list):
+            raise BadRecord(f"field {name!r} is {describe(value)}; expected a text or a list of texts")
+        for i, text in enumerate(texts, 1):
+            if not isinstance(text, str) or not text.strip():
+                raise BadRecord(f"item {i} of field {name!r} is {describe(text)}; expected non-empty text")
+        if not texts:
+            continue  # an empty list asks for nothing
+        found[name] = texts
+    return found
+
+
+def _maybe_json_strings(value: object) -> object:
+    """A list of texts stored as JSON text (a CSV cell) decoded; anything else as is."""
+    if isinstance(value, str) and value.lstrip().startswith("[") and value.rstrip().endswith("]"):
+        try:
+            decoded = json.loads(value)
+        except (json.JSONDecodeError, RecursionError):
+            return value
+        if isinstance(decoded, list) and all(isinstance(t, str) for t in decoded):
+            return decoded
+    return value
 
 
 def _maybe_json_list(value: object) -> object:
@@ -230,10 +304,20 @@ def check_messages(messages: object, field: str = "messages") -> list[dict]:
     return clean
 
 
+def shape(doc: dict) -> str:
+    """Which normal form `doc` has: "text", "messages", "preference" or "prompts"."""
+    if "prompt" in doc:
+        return "prompts" if "params" in doc else "preference"
+    return "text" if "text" in doc else "messages"
+
+
 def characters(doc: dict) -> int:
-    """Characters of a normal-form document (all message contents for chat; prompt + both answers for a pair)."""
+    """Characters of a normal-form document (all message contents for chat; prompt + both answers for a
+    pair; the prompt's messages for a prompt)."""
     if "text" in doc:
         return len(doc["text"])
+    if "params" in doc:
+        return sum(len(m["content"]) for m in doc["prompt"])
     if "prompt" in doc:
         return sum(part_characters(doc).values())
     return sum(len(m["content"]) for m in doc["messages"])
@@ -250,5 +334,6 @@ def doc_texts(doc: dict) -> list[str]:
     if "text" in doc:
         return [doc["text"]]
     if "prompt" in doc:
-        return [m["content"] for m in doc["prompt"] if m["content"].strip()] + [doc["chosen"], doc["rejected"]]
+        answers = [doc["chosen"], doc["rejected"]] if "chosen" in doc else []
+        return [m["content"] for m in doc["prompt"] if m["content"].strip()] + answers
     return [m["content"] for m in doc["messages"] if m["content"].strip()]

@@ -3,7 +3,8 @@
 `prepare_corpus` is what the trainer calls. Its output is two memory-mapped
 `datasets.Dataset`s with `input_ids` and `labels` (-100 = not trained on) — for a
 preference corpus `chosen_input_ids`, `chosen_labels`, `rejected_input_ids`,
-`rejected_labels`, one row per pair — cached under a key of file contents +
+`rejected_labels`, one row per pair; for prompts (GRPO) `prompt_ids`, `prompt`
+and `params`, one row per prompt — cached under a key of file contents +
 tokenizer + settings, so the second call with the same inputs reads the cache
 and tokenizes nothing.
 """
@@ -24,29 +25,34 @@ from .cache import key, new_workdir, publish, ready, tokenizer_key
 from .config import DataConfig, cache_root
 from .documents import Documents, read_documents
 from .stats import Histogram, PartLengths, Stats
-from .tokens import (PAIR_COLUMNS, list_lengths, pack, pair_token_lengths, render_batch, render_pairs_batch,
-                     token_lengths, tokenize_batch)
+from .tokens import (PAIR_COLUMNS, PROMPT_COLUMNS, PROMPT_ROOM, list_lengths, pack, pair_token_lengths,
+                     render_batch, render_pairs_batch, render_prompts_batch, token_lengths, tokenize_batch)
 
 TOKEN_FEATURES = Features({"input_ids": List(Value("int32"))})
 CHAT_FEATURES = Features({"input_ids": List(Value("int32")), "labels": List(Value("int32")),
                           "length": Value("int64"), "chars": Value("int64"), "target_chars": Value("int64")})
 PAIR_FEATURES = Features({**{name: List(Value("int32")) for name in PAIR_COLUMNS}, "length": Value("int64"),
                           "longest": Value("int64"), "chars": Value("int64"), "target_chars": Value("int64")})
+PROMPT_FEATURES = Features({"prompt_ids": List(Value("int32")), "prompt": Value("string"), "params": Value("string"),
+                            "length": Value("int64"), "chars": Value("int64")})
 CHAT_BATCH = 256  # conversations (or pairs) rendered per map batch
 ROW_COLUMNS = ["input_ids", "labels"]  # what the trainer reads of text, chat and instruction rows
+COLUMNS = {"preference": list(PAIR_COLUMNS), "prompts": list(PROMPT_COLUMNS)}  # other kinds: ROW_COLUMNS
 
 
 @dataclass
 class PreparedCorpus:
     """Training-ready rows and what the trainer needs to report on them."""
 
-    train: Dataset          # input_ids, labels (list[int]); preference: PAIR_COLUMNS; memory-mapped from `path`
+    train: Dataset          # input_ids, labels (list[int]); preference: PAIR_COLUMNS; prompts: PROMPT_COLUMNS
+                            # (prompt_ids list[int], prompt str, params str: a JSON object); memory-mapped
     validation: Dataset     # same columns; documents never seen in train
-    kind: str               # text, chat, instruction or preference
+    kind: str               # text, chat, instruction, preference or prompts
     stats: Stats            # corpus stats with token counts, split sizes, truncations
     val_characters: int     # characters the validation labels cover (assistant text for chat, the chosen
-                            # answers for preference)
-    val_tokens: int         # validation tokens with a label (!= -100; preference: of the chosen side)
+                            # answers for preference; 0 for prompts: nothing is labelled)
+    val_tokens: int         # validation tokens with a label (!= -100; preference: of the chosen side; 0 for
+                            # prompts)
     fingerprint: str        # cache key: file contents + tokenizer + settings
     path: Path              # cache folder holding the Arrow files
     seq_len: int            # tokens per row (the most, for chat rows and each side of a pair)
@@ -117,7 +123,7 @@ def _build(docs: Documents, tokenizer, config: DataConfig, work: Path, fingerpri
     splits = {"train": docs.dataset.select(train_idx), "validation": docs.dataset.select(val_idx)}
     stats = docs.stats
     stats.train_documents, stats.val_documents = len(train_idx), len(val_idx)
-    build = {"text": _build_text, "preference": _build_pairs}.get(docs.kind, _build_chat)
+    build = {"text": _build_text, "preference": _build_pairs, "prompts": _build_prompts}.get(docs.kind, _build_chat)
     files, lengths, chars, val_characters, val_tokens = build(splits, tokenizer, config, work, fingerprint, stats)
     _set_tokens(stats, lengths, chars)
     warnings = []
@@ -125,6 +131,9 @@ def _build(docs: Documents, tokenizer, config: DataConfig, work: Path, fingerpri
         warnings.append("only one document: nothing is held out for validation")
     if stats.dropped and docs.kind == "preference":
         warnings.append(f"{stats.dropped:,} pairs dropped: a side keeps no answer token in seq_len={config.seq_len}")
+    elif stats.dropped and docs.kind == "prompts":
+        warnings.append(f"{stats.dropped:,} prompts dropped: longer than {config.seq_len - PROMPT_ROOM:,} tokens "
+                        f"(seq_len={config.seq_len} less {PROMPT_ROOM} for the answer)")
     elif stats.dropped:
         warnings.append(f"{stats.dropped:,} examples dropped: no assistant token fits in seq_len={config.seq_len}")
     return {"stats": stats.to_dict(), "files": files, "val_characters": int(val_characters),
@@ -189,6 +198,25 @@ def _build_pairs(splits, tokenizer, config, work, fingerprint, stats):
     return files, np.concatenate(lengths), chars, *val
 
 
+def _build_prompts(splits, tokenizer, config, work, fingerprint, stats):
+    """Prompts: rendered as chat renders them (assistant turn opened); one too long to leave PROMPT_ROOM
+    tokens for the answer is dropped. Nothing is labelled, so validation counts no characters or tokens."""
+    files, lengths, chars = {}, [], 0
+    for name, docs in splits.items():
+        rows = _map(docs, render_prompts_batch, config, work / f"{name}.arrow", f"{fingerprint}-{name}",
+                    PROMPT_FEATURES, dict(tokenizer=tokenizer, seq_len=config.seq_len),
+                    min(config.batch_size, CHAT_BATCH))
+        files[name] = [Path(c["filename"]).name for c in rows.cache_files] or [f"{name}.arrow"]
+        if name == "train" and not len(rows):
+            raise ConfigError(f"seq_len={config.seq_len} is too short for this corpus: every training prompt is "
+                              f"longer than {config.seq_len - PROMPT_ROOM} tokens (seq_len less {PROMPT_ROOM} for "
+                              "the answer); raise seq_len or shorten the prompts")
+        lengths.append(rows.data.column("length").to_numpy() if len(rows) else np.zeros(0, dtype=np.int64))
+        chars += _column_sum(rows, "chars")
+        stats.dropped += len(docs) - len(rows)
+    return files, np.concatenate(lengths), chars, 0, 0
+
+
 def _map(docs: Dataset, fn, config: DataConfig, path: Path, fingerprint: str, features: Features,
          kwargs: dict, batch_size: int) -> Dataset:
     """A batched `Dataset.map` writing to `path` (an empty split still gets a file)."""
@@ -221,7 +249,7 @@ def _load(folder: Path, meta: dict, docs: Documents, from_cache: bool) -> Prepar
     def split(name: str) -> Dataset:
         parts = [Dataset.from_file(str(folder / f)) for f in meta["files"][name]]
         ds = parts[0] if len(parts) == 1 else concatenate_datasets(parts)
-        return ds.select_columns(list(PAIR_COLUMNS) if meta["stats"]["kind"] == "preference" else ROW_COLUMNS)
+        return ds.select_columns(COLUMNS.get(meta["stats"]["kind"], ROW_COLUMNS))
 
     stats = Stats.from_dict(meta["stats"])
     stats.files, stats.skipped = docs.stats.files, docs.stats.skipped

@@ -174,7 +174,8 @@ def _json_objects(stream: _JsonStream, info: CorpusFile) -> Iterator[tuple[str, 
         value = stream.value(n)
         if n == 1 and isinstance(value, dict) and not stream.skip_space():
             lists = [k for k, v in value.items() if isinstance(v, list) and v and isinstance(v[0], dict)]
-            if lists and not any(k in value for k in ("messages", "conversations", "text", "content", "chosen")):
+            records_like = ("messages", "conversations", "text", "content", "chosen", "prompt")
+            if lists and not any(k in value for k in records_like):
                 raise CorpusError(f"found one JSON object whose field {lists[0]!r} holds the records; expected "
                                   "an array of records at the top level — save that list on its own",
                                   info.name, "line 1")

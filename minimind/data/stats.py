@@ -14,6 +14,12 @@ from .validate import Skipped
 
 HISTOGRAM_BINS = 20
 SAMPLE_CHARS = 300  # a sample is cut to this many characters (each part of a preference pair to a third)
+UNITS = {"preference": "pairs", "prompts": "prompts"}  # what a document of a kind is called (default "documents")
+
+
+def unit(kind: str | None) -> str:
+    """What one document of `kind` is called in counts: pairs, prompts or documents."""
+    return UNITS.get(kind or "", "documents")
 
 
 @dataclass
@@ -63,8 +69,8 @@ class FileStats:
     name: str          # as given (safe to print)
     format: str        # text, jsonl, json, csv or parquet
     encoding: str      # codec it was decoded with ("" for parquet)
-    kind: str          # text, chat, instruction or preference
-    documents: int     # documents (records, paragraphs or lines; pairs for preference) kept
+    kind: str          # text, chat, instruction, preference or prompts
+    documents: int     # documents (records, paragraphs or lines; pairs for preference, prompts) kept
     characters: int    # characters of those documents
     bytes: int         # file size
 
@@ -73,12 +79,13 @@ class FileStats:
 class Stats:
     """What a corpus holds and what was left out, for people and for the trainer's logs."""
 
-    kind: str                                   # text, chat, instruction or preference
-    documents: int                              # documents kept (all files); pairs for preference
+    kind: str                                   # text, chat, instruction, preference or prompts
+    documents: int                              # documents kept (all files); pairs for preference, prompts
     characters: int                             # characters of those documents (message contents for chat;
                                                 # prompt + chosen + rejected for preference)
     tokens: int | None = None                   # tokens of those documents (None when not tokenized; a pair
-                                                # counts its rendered prompt once and both answers)
+                                                # counts its rendered prompt once and both answers; a prompt
+                                                # as chat renders it, the assistant's turn opened)
     chars_per_token: float | None = None        # characters / tokens
     length_histogram: Histogram | None = None   # document lengths in characters
     token_histogram: Histogram | None = None    # document lengths in tokens (when tokenized)
@@ -88,7 +95,8 @@ class Stats:
     empty: int = 0                              # empty documents dropped (blank text fields)
     truncated: int = 0                          # chat/instruction examples (preference pairs) cut to seq_len
     dropped: int = 0                            # examples with no assistant token left after the cut
-                                                # (pairs where either answer keeps none)
+                                                # (pairs where either answer keeps none; prompts longer
+                                                # than seq_len - PROMPT_ROOM tokens)
     files: list[FileStats] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)     # decodings and other things worth knowing
     train_documents: int | None = None          # documents in the training split (after prepare)
@@ -97,6 +105,7 @@ class Stats:
                                                                        # lengths in characters
     part_tokens: dict[str, PartLengths] = field(default_factory=dict)  # the same in tokens (when tokenized;
                                                                        # answers: their labelled tokens)
+    params: dict[str, int] = field(default_factory=dict)  # prompts: how many carry each reward field (form, ...)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -114,26 +123,31 @@ class Stats:
 
     def summary(self) -> str:
         """A few lines for a terminal."""
-        unit = "pairs" if self.kind == "preference" else "documents"
+        unit_ = unit(self.kind)
         lines = [f"kind: {self.kind}",
-                 f"{unit}: {self.documents:,}   characters: {self.characters:,}"
+                 f"{unit_}: {self.documents:,}   characters: {self.characters:,}"
                  + (f"   tokens: {self.tokens:,}   chars/token: {self.chars_per_token:.2f}"
                     if self.tokens is not None else "")]
         if self.train_documents is not None:
-            lines.append(f"split: {self.train_documents:,} train / {self.val_documents:,} validation {unit}")
+            lines.append(f"split: {self.train_documents:,} train / {self.val_documents:,} validation {unit_}")
         for f in self.files:
             lines.append(f"  {f.name}: {f.format}, {f.encoding or 'binary'}, {f.kind}, "
-                         f"{f.documents:,} {unit}, {f.characters:,} characters, {f.bytes:,} bytes")
+                         f"{f.documents:,} {unit_}, {f.characters:,} characters, {f.bytes:,} bytes")
         for name, part in self.parts.items():
             tokens = self.part_tokens.get(name)
             lines.append(f"{name}: {part}" + (f"; {tokens}" if tokens else ""))
+        if self.kind == "prompts":
+            asks = ", ".join(f"{name} {n:,}" for name, n in self.params.items()) or "none"
+            lines.append(f"prompts with reward fields: {asks}")
         if self.length_histogram and self.length_histogram.counts:
             h = self.length_histogram
             lines.append(f"document length: up to {h.edges[-1]:,.0f} {h.unit} (99th percentile), "
                          f"histogram {h.counts}")
         if self.empty:
             lines.append(f"empty documents dropped: {self.empty:,}")
-        if self.truncated or self.dropped:
+        if self.kind == "prompts" and self.dropped:
+            lines.append(f"prompts dropped, too long to leave room for an answer in seq_len: {self.dropped:,}")
+        elif self.truncated or self.dropped:
             lines.append(f"{'pairs' if self.kind == 'preference' else 'examples'} truncated to seq_len: "
                          f"{self.truncated:,} (dropped, nothing left to learn: {self.dropped:,})")
         if self.skipped_count:
@@ -141,7 +155,7 @@ class Stats:
             lines += [f"  {s}" for s in self.skipped]
         lines += [f"warning: {w}" for w in self.warnings]
         for i, s in enumerate(self.samples, 1):
-            if self.kind == "preference":
+            if self.kind in ("preference", "prompts"):
                 lines.append(f"sample {i}:")
                 lines += [f"  {name}: {text!r}" for name, text in pair_sample(s).items()]
             else:
@@ -151,11 +165,16 @@ class Stats:
 
 def sample_of(doc: dict) -> str:
     """A document as one short text: chat turns as 'role: content' lines; a preference pair as exactly
-    three lines 'prompt: …', 'chosen: …', 'rejected: …' (line breaks inside a part shown as ' / ')."""
+    three lines 'prompt: …', 'chosen: …', 'rejected: …' (line breaks inside a part shown as ' / '); a
+    prompt as 'prompt: …' and a line per reward field it carries ('form: 五言绝句')."""
     if "prompt" in doc:
         prompt = doc["prompt"]
         asked = prompt[0]["content"] if len(prompt) == 1 else " ".join(f"[{m['role']}] {m['content']}" for m in prompt)
-        parts = {"prompt": asked, "chosen": doc["chosen"], "rejected": doc["rejected"]}
+        if "params" in doc:
+            parts = {"prompt": asked, **{name: value if isinstance(value, str) else " | ".join(value)
+                                         for name, value in doc["params"].items()}}
+        else:
+            parts = {"prompt": asked, "chosen": doc["chosen"], "rejected": doc["rejected"]}
         return "\n".join(f"{name}: {_cut(' / '.join(text.splitlines()), SAMPLE_CHARS // 3)}"
                          for name, text in parts.items())
     if "text" in doc:
@@ -166,7 +185,8 @@ def sample_of(doc: dict) -> str:
 
 
 def pair_sample(sample: str) -> dict[str, str]:
-    """The prompt, chosen and rejected parts of a preference pair's sample (see `sample_of`)."""
+    """The parts of a preference pair's sample (prompt, chosen, rejected) or a prompt's (prompt and its
+    reward fields), see `sample_of`."""
     return dict(line.partition(": ")[::2] for line in sample.split("\n"))
 
 

@@ -1,5 +1,5 @@
 """Documents to token rows: plain text packed into blocks, conversations and preference pairs
-rendered and masked.
+rendered and masked, prompts rendered as chat feeds them to the model.
 
 Functions here are handed to `Dataset.map` (so they are module-level and
 picklable for worker processes) or stream Arrow batches; none keeps state.
@@ -18,6 +18,8 @@ from datasets import Dataset
 IGNORE = -100  # label of a token the loss skips
 ROW_SCHEMA = pa.schema([("input_ids", pa.list_(pa.int32())), ("labels", pa.list_(pa.int32()))])
 PAIR_COLUMNS = ("chosen_input_ids", "chosen_labels", "rejected_input_ids", "rejected_labels")  # preference rows
+PROMPT_COLUMNS = ("prompt_ids", "prompt", "params")  # prompt rows: rendered ids, last user text, JSON params
+PROMPT_ROOM = 16  # tokens a prompt must leave free in seq_len for the answer; a longer prompt is dropped
 PACK_BATCH = 4096  # documents read at a time while packing
 
 
@@ -205,14 +207,40 @@ def pair_token_lengths(dataset: Dataset, tokenizer, batch_size: int = 1000) -> d
     return {name: np.asarray(lengths, dtype=np.int64) for name, lengths in out.items()}
 
 
+def render_prompts(tokenizer, prompts: list[list[dict]]) -> list[list[int]]:
+    """Ids of each prompt exactly as chat feeds it to the model: minimind.generation.encode_chat, the
+    chat template with the assistant's turn opened (so what GRPO samples from is what chat answers)."""
+    from ..generation import encode_chat  # imported here: the data package does not load the engine
+
+    return [encode_chat(tokenizer, messages) for messages in prompts]
+
+
+def render_prompts_batch(batch: dict, tokenizer, seq_len: int) -> dict:
+    """`Dataset.map` step for prompts: rendered ids, the last user message's text and the params (JSON
+    text, passed through). A prompt longer than seq_len - PROMPT_ROOM tokens is dropped (no room left to
+    answer); `length` keeps its tokens, `chars` the characters of all its messages."""
+    rows: dict[str, list] = {name: [] for name in PROMPT_COLUMNS + ("length", "chars")}
+    for ids, messages, params in zip(render_prompts(tokenizer, batch["prompt"]), batch["prompt"], batch["params"]):
+        if len(ids) > seq_len - PROMPT_ROOM:
+            continue
+        rows["prompt_ids"].append(ids)
+        rows["prompt"].append(next(m["content"] for m in reversed(messages) if m["role"] == "user"))
+        rows["params"].append(params)
+        rows["length"].append(len(ids))
+        rows["chars"].append(sum(len(m["content"]) for m in messages))
+    return rows
+
+
 def token_lengths(dataset: Dataset, kind: str, tokenizer, batch_size: int = 1000) -> np.ndarray:
     """Tokens per document (plain text: without EOS; chat: the rendered conversation; preference: the
-    pair, see `pair_token_lengths`), nothing written."""
+    pair, see `pair_token_lengths`; prompts: as chat renders them, see `render_prompts`), nothing written."""
     if kind == "preference":
         return pair_token_lengths(dataset, tokenizer, batch_size)["pair"]
     lengths = []
     for batch in dataset.iter(batch_size=batch_size):
-        if kind == "text":
+        if kind == "prompts":
+            lengths += [len(ids) for ids in render_prompts(tokenizer, batch["prompt"])]
+        elif kind == "text":
             lengths += count_tokens(tokenizer, batch["text"])
         else:
             lengths += [len(ids) for ids in render(tokenizer, batch["messages"])[0]]

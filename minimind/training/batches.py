@@ -8,6 +8,8 @@ global batch, so N processes see exactly what one process with an N× batch sees
 
 from __future__ import annotations
 
+import json
+
 import torch
 
 IGNORE = -100
@@ -59,7 +61,14 @@ def collate(rows: dict, pad_id: int) -> dict:
     Preference rows (B pairs with `chosen_*` and `rejected_*` columns) become ONE batch
     of 2B rows: the B chosen sides first, then the B rejected sides in the same order
     (see `split_pairs`), always with an attention mask, so one forward scores both.
+
+    Prompt rows (GRPO: the model writes the answers) stay plain Python lists, nothing padded:
+    {"prompt_ids": list[list[int]], "prompt": list[str], "params": list[dict]} (params decoded
+    from the JSON text the prepared rows keep).
     """
+    if "prompt_ids" in rows:
+        return {"prompt_ids": [list(map(int, ids)) for ids in rows["prompt_ids"]], "prompt": list(rows["prompt"]),
+                "params": [json.loads(p) for p in rows["params"]]}
     if "chosen_input_ids" in rows:
         batch = collate({"input_ids": rows["chosen_input_ids"] + rows["rejected_input_ids"],
                          "labels": rows["chosen_labels"] + rows["rejected_labels"]}, pad_id)

@@ -11,7 +11,8 @@ import pandas as pd
 
 from minimind.data import DataConfig, inspect_corpus
 from minimind.data.config import KINDS
-from minimind.data.stats import pair_sample
+from minimind.data.kinds import PARAM_FIELDS
+from minimind.data.stats import pair_sample, unit
 from minimind.errors import CorpusError
 
 from ..context import SAMPLES, SAMPLES_DIR, AppContext, user_errors
@@ -59,16 +60,18 @@ def inspect(ctx: AppContext, uploads, sample, kind, text_field, split, strict):
     except CorpusError as err:
         return ("**This corpus cannot be used yet.**", _histogram(None), _samples([]),
                 f"❌ {err}", files)
-    pairs = stats.kind == "preference"
-    unit = "pairs" if pairs else "documents"
-    rows = [f"**Kind:** {stats.kind}", f"**{unit.capitalize()}:** {stats.documents:,}",
+    units = unit(stats.kind)
+    rows = [f"**Kind:** {stats.kind}", f"**{units.capitalize()}:** {stats.documents:,}",
             f"**Characters:** {stats.characters:,}"]
     if stats.tokens is not None:
         rows += [f"**Tokens** (shipped tokenizer): {stats.tokens:,}", f"**Chars/token:** {stats.chars_per_token:.2f}"]
     for name, part in stats.parts.items():
         tokens = stats.part_tokens.get(name)
         rows.append(f"**{name.capitalize()}:** {part}" + (f"; {tokens}" if tokens else ""))
-    rows += [f"- {Path(f.name).name}: {f.format}, {f.encoding or 'binary'}, {f.documents:,} {unit}"
+    if stats.kind == "prompts":  # for GRPO: what the rewards can check beyond the text
+        asks = ", ".join(f"{name} {n:,}" for name, n in stats.params.items()) or "none"
+        rows.append(f"**With reward fields:** {asks}")
+    rows += [f"- {Path(f.name).name}: {f.format}, {f.encoding or 'binary'}, {f.documents:,} {units}"
              for f in stats.files]
     problems = []
     if stats.skipped_count:
@@ -77,7 +80,7 @@ def inspect(ctx: AppContext, uploads, sample, kind, text_field, split, strict):
     problems += [f"- ⚠️ {w}" for w in stats.warnings]
     if stats.empty:
         problems.append(f"- {stats.empty:,} empty documents dropped")
-    return ("\n\n".join(rows), _histogram(stats.length_histogram), _samples(stats.samples, pairs),
+    return ("\n\n".join(rows), _histogram(stats.length_histogram), _samples(stats.samples, stats.kind),
             "\n".join(problems) or "No problems found.", files)
 
 
@@ -88,10 +91,14 @@ def _histogram(hist) -> pd.DataFrame:
     return pd.DataFrame({"length": labels, "documents": hist.counts})
 
 
-def _samples(samples: list[str], pairs: bool = False) -> pd.DataFrame:
-    """One column of samples; a preference corpus gets prompt / chosen / rejected columns."""
-    if pairs:
+def _samples(samples: list[str], kind: str | None = None) -> pd.DataFrame:
+    """One column of samples; a preference corpus gets prompt / chosen / rejected columns, prompts get
+    a prompt column and one per reward field the samples carry (form, must_contain, must_avoid)."""
+    if kind == "preference":
         return pd.DataFrame([pair_sample(s) for s in samples], columns=["prompt", "chosen", "rejected"])
+    if kind == "prompts":
+        parts = [pair_sample(s) for s in samples]
+        return pd.DataFrame(parts, columns=["prompt"] + [f for f in PARAM_FIELDS if any(f in p for p in parts)])
     return pd.DataFrame({"sample": samples})
 
 
@@ -106,8 +113,7 @@ def save(ctx: AppContext, name, files, kind, text_field, split, strict, train_to
     settings = {"kind": kind, "text_field": config.text_field, "split": split, "strict": bool(strict)}
     summary = {"kind": stats.kind, "documents": stats.documents, "characters": stats.characters}
     folder = ctx.workspace.save_corpus(name or Path(files[0]).stem, [Path(f) for f in files], settings, summary)
-    unit = "pairs" if stats.kind == "preference" else "documents"
-    message = f"Saved corpus **{folder.name}** ({stats.documents:,} {unit})."
+    message = f"Saved corpus **{folder.name}** ({stats.documents:,} {unit(stats.kind)})."
     if train_tok:
         stored = [str(folder / Path(f).name) for f in files]
         _, report = train_tokenizer(stored, int(vocab), out_dir=folder / "tokenizer", text_field=config.text_field)
