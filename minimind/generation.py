@@ -293,7 +293,8 @@ class Generation:
                 "total_tokens": self.prompt_tokens + self.completion_tokens}
 
 
-def _stop_token_ids(model, tokenizer, chat_mode: bool) -> list[int]:
+def stop_token_ids(model, tokenizer, chat_mode: bool) -> list[int]:
+    """Tokens that end an answer: the end tokens, the model's EOS, and in a chat a new turn."""
     names = list(END_TOKENS) + (["<|im_start|>"] if chat_mode else [])  # a new turn also ends an answer
     ids = {tokenizer.convert_tokens_to_ids(n) for n in names}
     eos = getattr(model.config, "eos_token_id", None)
@@ -317,7 +318,7 @@ def _check_fits(prompt_tokens: int, params: SamplingParams, context: int, what: 
 def _run(model, tokenizer, prompt_ids: list[int], params: SamplingParams, chat_mode: bool,
          generation: Generation, engine: Engine | None = None) -> Iterator[str]:
     """The pieces of one answer; updates `generation`'s counts and finish reason."""
-    stop_ids = _stop_token_ids(model, tokenizer, chat_mode)
+    stop_ids = stop_token_ids(model, tokenizer, chat_mode)
     text = TextStream(tokenizer, params.stop)
     tokens = _token_source(model, tokenizer, prompt_ids, params, stop_ids, engine)
     try:

@@ -82,8 +82,8 @@ def test_dpo_needs_a_preference_corpus_and_a_preference_corpus_needs_dpo(tmp_pat
         train(sft)
 
 
-def test_adapter_belongs_to_dpo_and_distill_only(tmp_path, tokenizer):
-    with pytest.raises(ConfigError, match="adapter is for modes dpo and distill"):
+def test_adapter_belongs_to_dpo_distill_and_grpo_only(tmp_path, tokenizer):
+    with pytest.raises(ConfigError, match="adapter is for modes dpo, distill and grpo"):
         make_config(tmp_path, ["x"], mode="sft", model__init_from="m", adapter="lora").validate()
     with pytest.raises(ConfigError, match="set distill.teacher"):
         make_config(tmp_path, ["x"], mode="distill").validate()

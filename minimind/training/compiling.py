@@ -25,7 +25,8 @@ def decoder_layers(model) -> list:
 def compile_layers(model, cfg, max_steps: int, log) -> list:
     """Compile each decoder layer when the config asks for it (or `auto` finds the run long enough)."""
     want = cfg.compile == "on" or (cfg.compile == "auto" and max_steps >= MIN_STEPS_TO_COMPILE
-                                   and cfg.adapter_kind != "qlora")
+                                   and cfg.adapter_kind != "qlora"
+                                   and cfg.objective != "grpo")  # rollout lengths change every step
     if not want:
         return []
     layers = decoder_layers(model)

@@ -20,7 +20,7 @@ from ..data.config import DataConfig
 from ..errors import ConfigError
 from .sizing import pretrain_lr
 
-MODES = ("pretrain", "sft", "lora", "qlora", "dpo", "distill")
+MODES = ("pretrain", "sft", "lora", "qlora", "dpo", "distill", "grpo")
 ADAPTERS = ("", "lora", "qlora")
 DPO_LOSSES = ("sigmoid",)
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
@@ -74,6 +74,22 @@ class DistillSection:
 
 
 @dataclass
+class GrpoSection:
+    rewards: list = field(default_factory=list)  # [{name: form, weight: 1}, {name: contains, weight: .5, text: 月}]:
+                                         # built-in rewards (training/rewards/), never user code
+    group_size: int = 8                  # answers sampled per prompt; advantages are relative within the group
+    max_new_tokens: int = 96             # longest answer a rollout may write
+    temperature: float = 1.0             # rollout sampling (1.0 with no top-k/top-p samples the policy itself)
+    top_k: int = 0
+    top_p: float = 1.0
+    beta: float = 0.04                   # weight of the KL penalty to the starting model (0 = none, no reference)
+    clip: float = 0.2                    # policy-ratio clipping epsilon
+    updates: int = 2                     # optimisation passes over each batch of rollouts
+    scale_rewards: bool = True           # divide advantages by the group's reward std (false: Dr. GRPO)
+    eval_samples: int = 4                # rollouts written to samples.jsonl at each evaluation
+
+
+@dataclass
 class OptimSection:
     lr: float | None = None              # peak learning rate (auto: by mode)
     min_lr_ratio: float = 0.1            # cosine decays to lr * min_lr_ratio
@@ -87,14 +103,15 @@ class OptimSection:
 
 @dataclass
 class TrainConfig:
-    mode: str = "pretrain"               # pretrain | sft | lora | qlora | dpo | distill
-    adapter: str = ""                    # dpo / distill: "" (full weights), lora or qlora (lora/qlora modes imply it)
+    mode: str = "pretrain"               # pretrain | sft | lora | qlora | dpo | distill | grpo
+    adapter: str = ""                    # dpo / distill / grpo: "" (full weights), lora or qlora (lora/qlora modes imply it)
     model: ModelSection = field(default_factory=ModelSection)
     data: DataConfig = field(default_factory=run_data)
     lora: LoraSection = field(default_factory=LoraSection)
     optim: OptimSection = field(default_factory=OptimSection)
     dpo: DpoSection = field(default_factory=DpoSection)
     distill: DistillSection = field(default_factory=DistillSection)
+    grpo: GrpoSection = field(default_factory=GrpoSection)
     max_steps: int = 0                   # optimizer steps (0: from epochs or time_budget_s)
     epochs: float = 1.0                  # passes over the training split when max_steps = 0
     time_budget_s: float = 0.0           # > 0: size max_steps to this wall-clock budget
@@ -164,8 +181,8 @@ class TrainConfig:
 
     @property
     def objective(self) -> str:
-        """The loss the loop optimises: language_model (pretrain, sft, lora, qlora), dpo or distill."""
-        return self.mode if self.mode in ("dpo", "distill") else "language_model"
+        """The loss the loop optimises: language_model (pretrain, sft, lora, qlora), dpo, distill or grpo."""
+        return self.mode if self.mode in ("dpo", "distill", "grpo") else "language_model"
 
     @property
     def adapter_kind(self) -> str:
@@ -188,7 +205,7 @@ class TrainConfig:
             c.optim.lr = pretrain_lr(c.model.preset)
         elif c.optim.lr is None and not new_model:
             c.optim.lr = {"pretrain": 2e-3, "sft": 1e-4, "lora": 1e-3, "qlora": 1e-3,
-                          "distill": 1e-4}.get(c.mode) or (1e-5 if not c.adapter_kind else 1e-4)  # dpo
+                          "distill": 1e-4}.get(c.mode) or _policy_lr(c.mode, c.adapter_kind)
         # (a new model of size "auto" gets its learning rate once its size is chosen)
         if c.batch_size is None:
             # Pretraining on a CPU: 4 x 256 tokens per step. A CPU budget buys few steps, and a
@@ -196,6 +213,8 @@ class TrainConfig:
             # (benchmarks/quality.py: 2 min of nano on Tang, held-out BPC 8.40 at 4 rows, 8.62
             # at 8, 8.70 at 16, at the same tokens/s).
             c.batch_size = (32 if on_gpu else 4) if new_model else (16 if on_gpu else 8)
+            if c.mode == "grpo":  # prompts per micro-batch: each becomes group_size rows
+                c.batch_size = max(1, (64 if on_gpu else 32) // c.grpo.group_size)
         if c.data.seq_len is None:
             c.data.seq_len = 512 if on_gpu else 256
         if c.precision == "auto":
@@ -219,8 +238,8 @@ class TrainConfig:
         need(self.mode in ("pretrain", "distill") or bool(self.model.init_from),
              f"mode {self.mode} fine-tunes an existing model: set model.init_from to a model folder")
         need(self.adapter in ADAPTERS, f"adapter must be empty, lora or qlora (got {self.adapter!r})")
-        need(not self.adapter or self.mode in ("dpo", "distill"),
-             f"adapter is for modes dpo and distill; mode {self.mode} "
+        need(not self.adapter or self.mode in ("dpo", "distill", "grpo"),
+             f"adapter is for modes dpo, distill and grpo; mode {self.mode} "
              + ("already names its adapter" if self.mode in ("lora", "qlora") else "trains every weight")
              + " (use mode lora or qlora for supervised fine-tuning with an adapter)")
         need(not self.adapter or bool(self.model.init_from),
@@ -238,6 +257,22 @@ class TrainConfig:
         need(self.distill.kl_weight >= 0 and self.distill.ce_weight >= 0
              and self.distill.kl_weight + self.distill.ce_weight > 0,
              "distill.kl_weight and distill.ce_weight must be >= 0, and not both 0")
+        g = self.grpo
+        need(self.mode != "grpo" or self.data.kind in ("auto", "prompts"),
+             f"mode grpo trains on a prompts corpus (the model writes the answers); data.kind is {self.data.kind!r}")
+        need(2 <= g.group_size <= 256, "grpo.group_size must be 2..256 (advantages compare answers to one prompt)")
+        need(1 <= g.max_new_tokens <= 4096, "grpo.max_new_tokens must be 1..4096")
+        need(0 < g.temperature <= 10, "grpo.temperature must be in (0, 10] (rollouts are sampled)")
+        need(g.top_k >= 0, "grpo.top_k must be >= 0 (0 = off)")
+        need(0 < g.top_p <= 1, "grpo.top_p must be in (0, 1]")
+        need(g.beta >= 0, "grpo.beta must be >= 0 (0 = no KL penalty)")
+        need(0 < g.clip < 1, "grpo.clip must be in (0, 1)")
+        need(1 <= g.updates <= 16, "grpo.updates must be 1..16")
+        need(g.eval_samples >= 0, "grpo.eval_samples must be >= 0")
+        if self.mode == "grpo":
+            from .rewards import build_rewards
+
+            build_rewards(g.rewards)  # names, weights and parameters checked before any work
         need(bool(self.data.files), "data.files is empty: name at least one corpus file")
         need(self.max_steps >= 0, "max_steps must be >= 0")
         need(0 <= self.threads <= 1024, "threads must be 0 (PyTorch's default) .. 1024")
@@ -262,6 +297,13 @@ class TrainConfig:
         need(self.keep_checkpoints >= 1, "keep_checkpoints must be >= 1")
         need(self.max_bad_steps >= 1, "max_bad_steps must be >= 1")
         need(self.log_every >= 0, "log_every must be >= 0 (0 = auto)")
+
+
+def _policy_lr(mode: str, adapter: str) -> float:
+    """Peak learning rate of DPO and GRPO: small steps away from a model that already answers well."""
+    if mode == "grpo":
+        return 2e-4 if adapter else 2e-5
+    return 1e-4 if adapter else 1e-5
 
 
 def _build(cls, raw: Any, where: str, default=None):

@@ -48,7 +48,7 @@ def estimate(config: TrainConfig, probe_steps: int = 2, scratch: str | None = No
     started = time.perf_counter()
     built = set_up(cfg, run, info, device, resume=False, started=started, log=lambda _msg: None)
     built.model.train()
-    per_step = speed_probe(built.model, built.stream, built.precision, built.objective.loss, steps=probe_steps)
+    per_step = speed_probe(built.model, built.stream, built.precision, built.objective, steps=probe_steps)
     left = built.budget.left(time.perf_counter()) if built.budget else None
     steps = planned_steps(cfg, built.stream.steps_per_epoch(), per_step, left)
     trainable, total = count_parameters(built.base_model)

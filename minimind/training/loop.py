@@ -33,7 +33,7 @@ from .perf import flops_per_token, matmul_peak_flops
 from .precision import Precision, bf16_supported, describe, pick_device
 from .run_dir import RunDir, new_run_id
 from .schedule import lr_at
-from .setup import set_up, speed_probe
+from .setup import set_up, speed_probe, step_batches
 from .state_io import full_model_state, full_optimizer_state, write_generation_config
 
 
@@ -141,7 +141,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
     if not max_steps:
         per_step = left = None
         if budget is not None:
-            per_step = dist.mean(speed_probe(model, stream, precision, objective.loss), info)  # all ranks agree
+            per_step = dist.mean(speed_probe(model, stream, precision, objective), info)  # all ranks agree
             left = dist.mean(budget.left(time.perf_counter()), info)
         max_steps = planned_steps(cfg, stream.steps_per_epoch(), per_step, left)
         if per_step:
@@ -156,6 +156,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         budget.eval_s = dist.mean(_eval_probe(objective, model, corpus.validation, cfg, tokenizer.pad_token_id), info)
 
     loss_fn = LossWithFallback(objective.loss, compile_layers(base_model, cfg, max_steps, log), log)
+    updates = getattr(objective, "updates_per_step", 1)
     trainable, total_params = count_parameters(base_model)
     seq_len = cfg.data.seq_len
     fpt = flops_per_token(getattr(base_model, "config", None), seq_len, trainable / max(total_params, 1))
@@ -169,7 +170,8 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
                              world=info.world, objective=objective.name)
         log(f"{cfg.mode}: {total_params:,} parameters ({trainable:,} trainable) on {describe(device, cfg.precision)}; "
             f"{len(corpus.train):,} train rows, {len(corpus.validation):,} validation rows; "
-            f"{max_steps} steps of {stream.global_batch} rows x {seq_len} tokens")
+            + (f"{max_steps} steps of {stream.global_batch} prompts x {cfg.grpo.group_size} answers"
+               if cfg.objective == "grpo" else f"{max_steps} steps of {stream.global_batch} rows x {seq_len} tokens"))
 
     def do_eval(step: int) -> dict:
         eval_start = time.perf_counter()
@@ -178,6 +180,8 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         record = {"step": step, **{f"val_{k}": v for k, v in dist.means(figures, info).items()}}
         if main:
             run_dir.append_metrics(record)
+            if getattr(objective, "samples", None):  # GRPO: a few held-out answers with their rewards
+                run_dir.append_samples([{"step": step, **sample} for sample in objective.samples])
             log(f"eval step {step}: " + " ".join(f"{k[4:]} {v:.4g}" for k, v in record.items() if k != "step"))
         if budget is not None:
             budget.eval_s = dist.mean(time.perf_counter() - eval_start, info)
@@ -225,18 +229,18 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         lr = lr_at(step, max_steps, cfg.optim.lr, warmup, cfg.optim.min_lr_ratio)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        step_loss, step_tokens, step_metrics, finite = _accumulate(model, stream.micro_batches(step), device,
-                                                                   precision, scaler, loss_fn)
-        grad_norm = float("nan")
-        if finite:
-            scaler.unscale_(optimizer)
-            grad_norm = _clip(trainable_parameters(base_model), cfg.optim.grad_clip)
-            finite = math.isfinite(grad_norm) or scaler.is_enabled()
-        finite = dist.mean(1.0 if finite else 0.0, info) == 1.0
+        micro, step_metrics = step_batches(objective, model, stream, step)
+        step_loss, step_tokens, finite = 0.0, 0, True
+        for _ in range(updates):  # GRPO makes several passes over one batch of rollouts; others one
+            loss_value, tokens, metrics, grad_norm, finite = _update(model, base_model, optimizer, scaler, micro,
+                                                                      device, precision, loss_fn, cfg, info)
+            if not finite:
+                break
+            step_loss += loss_value / updates
+            step_tokens += tokens
+            for name, value in metrics.items():
+                step_metrics[name] = step_metrics.get(name, 0.0) + value / updates
         if not finite:
-            optimizer.zero_grad(set_to_none=True)
-            if scaler.is_enabled():
-                scaler.update()
             bad_in_row += 1
             log(f"step {step}: non-finite loss or gradient, step skipped ({bad_in_row} in a row)")
             if bad_in_row >= cfg.max_bad_steps:
@@ -246,9 +250,6 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
                     "the last checkpoint is kept")
             continue
         bad_in_row = 0
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
         step += 1
         step_loss = dist.mean(step_loss, info)
         step_tokens = int(dist.mean(step_tokens, info) * info.world)
@@ -327,6 +328,25 @@ def _eval_probe(objective, model, validation, cfg: TrainConfig, pad_id: int) -> 
     start = time.perf_counter()
     objective.evaluate(model, eval_batches(validation, cfg.batch_size, 1, pad_id))
     return (time.perf_counter() - start) * math.ceil(rows / cfg.batch_size)
+
+
+def _update(model, base_model, optimizer, scaler, micro: list, device, precision: Precision, loss_fn, cfg, info):
+    """One optimizer update over a step's micro-batches: forward/backward each, unscale and clip,
+    then step, unless the loss or gradient is not finite on any process (then nothing changes).
+
+    Returns (mean loss, tokens, objective metrics, gradient norm, whether it was applied)."""
+    loss, tokens, metrics, finite = _accumulate(model, micro, device, precision, scaler, loss_fn)
+    grad_norm = float("nan")
+    if finite:
+        scaler.unscale_(optimizer)
+        grad_norm = _clip(trainable_parameters(base_model), cfg.optim.grad_clip)
+        finite = math.isfinite(grad_norm) or scaler.is_enabled()
+    finite = dist.mean(1.0 if finite else 0.0, info) == 1.0
+    if finite:
+        scaler.step(optimizer)
+    scaler.update()  # a skipped step lowers an fp16 scale; without a scaler it does nothing
+    optimizer.zero_grad(set_to_none=True)
+    return loss, tokens, metrics, grad_norm, finite
 
 
 def _accumulate(model, micro_batches, device, precision: Precision, scaler, loss_fn) -> tuple[float, int, dict, bool]:

@@ -4,6 +4,7 @@ runs/<id>/
   config.yaml       the full, resolved TrainConfig
   status.json       state, step, total, tokens/s, eta, error, pid (rewritten atomically)
   metrics.jsonl     one JSON object per logged step (and per evaluation)
+  samples.jsonl     GRPO: a few held-out answers per evaluation (step, prompt, answer, reward, rewards)
   train.log         human-readable log
   checkpoints/step-N/   model folder + trainer state (see training/checkpoint.py)
 
@@ -51,6 +52,10 @@ class RunDir:
         return self.path / "metrics.jsonl"
 
     @property
+    def samples_file(self) -> Path:
+        return self.path / "samples.jsonl"
+
+    @property
     def log_file(self) -> Path:
         return self.path / "train.log"
 
@@ -82,22 +87,22 @@ class RunDir:
             fh.write(json.dumps(record) + "\n")
 
     def read_metrics(self) -> list[dict]:
-        records = []
-        try:
-            with self.metrics_file.open(encoding="utf-8") as fh:
-                for line in fh:
-                    try:
-                        records.append(json.loads(line))
-                    except ValueError:
-                        continue  # a line cut by a kill: skip it
-        except OSError:
-            pass
-        return records
+        return _read_jsonl(self.metrics_file)
+
+    def append_samples(self, records: list[dict]) -> None:
+        with self.samples_file.open("a", encoding="utf-8") as fh:
+            fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+
+    def read_samples(self) -> list[dict]:
+        return _read_jsonl(self.samples_file)
 
     def truncate_metrics_after(self, step: int) -> None:
-        """On resume: drop lines logged after the checkpoint we restart from."""
+        """On resume: drop lines logged (and samples written) after the checkpoint we restart from."""
         kept = [r for r in self.read_metrics() if r.get("step", 0) <= step]
         _atomic_write(self.metrics_file, "".join(json.dumps(r) + "\n" for r in kept))
+        if self.samples_file.exists():
+            kept = [r for r in self.read_samples() if r.get("step", 0) <= step]
+            _atomic_write(self.samples_file, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept))
 
     def log(self, message: str) -> None:
         with self.log_file.open("a", encoding="utf-8") as fh:
@@ -108,3 +113,18 @@ class RunDir:
             return "\n".join(self.log_file.read_text(encoding="utf-8").splitlines()[-lines:])
         except OSError:
             return ""
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    """The records of a JSON-lines file the trainer appends to (a line cut by a kill is skipped)."""
+    records = []
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    records.append(json.loads(line))
+                except ValueError:
+                    continue
+    except OSError:
+        pass
+    return records

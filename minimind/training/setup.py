@@ -55,7 +55,8 @@ def set_up(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, start
     objective = build_objective(cfg, None, tokenizer, device, precision, corpus, log) if cfg.new_model else None
     sized = choose_new_model_size(cfg, tokenizer, corpus, device, precision, info, budget, log, objective)
     base_model = build_model(cfg, tokenizer, device, precision.dtype)
-    objective = objective or build_objective(cfg, base_model, tokenizer, device, precision, corpus, log)
+    objective = objective or build_objective(cfg, base_model, tokenizer, device, precision, corpus, log,
+                                          info.rank, info.world)
 
     checkpoint = None
     if resume:
@@ -143,7 +144,7 @@ def choose_new_model_size(cfg: TrainConfig, tokenizer, corpus, device: str, prec
                 return (cfg.max_steps or cfg.epochs * stream().steps_per_epoch()) * tokens_per_step
             trial = TrainConfig.from_dict({**cfg.to_dict(), "model": {**cfg.to_dict()["model"], "preset": preset}})
             model = build_model(trial, tokenizer, device, precision.dtype).train()
-            per_step = dist.mean(speed_probe(model, stream(), precision, objective.loss, steps=2), info)
+            per_step = dist.mean(speed_probe(model, stream(), precision, objective, steps=2), info)
             del model
             return 0.9 * dist.mean(budget.left(time.perf_counter()), info) / per_step * tokens_per_step
 
@@ -173,16 +174,27 @@ def make_optimizer(model, cfg: TrainConfig, device: str):
     return torch.optim.AdamW(groups, **kwargs)
 
 
-def speed_probe(model, stream: BatchStream, precision: Precision, loss_fn, steps: int = 3) -> float:
-    """Seconds per optimizer step, from forward+backward passes that change no weights."""
+def step_batches(objective, model, stream: BatchStream, step: int) -> tuple[list[dict], dict]:
+    """The training micro-batches of `step` and the metrics of making them: the stream's rows, or
+    for an objective that makes its own data (GRPO) the answers it samples for the stream's prompts."""
+    micro = list(stream.micro_batches(step))
+    rollouts = getattr(objective, "rollouts", None)
+    return rollouts(model, micro, step) if rollouts is not None else (micro, {})
+
+
+def speed_probe(model, stream: BatchStream, precision: Precision, objective, steps: int = 3) -> float:
+    """Seconds per optimizer step, from forward+backward passes that change no weights (an
+    objective that samples its data samples it too, and makes its several passes)."""
     times = []
     device = next(model.parameters()).device
     for step in range(steps + 1):
         start = time.perf_counter()
-        for batch in stream.micro_batches(step):
-            with precision.autocast():
-                loss, _ = loss_fn(model, {k: v.to(device) for k, v in batch.items()})
-            loss.backward()
+        micro, _ = step_batches(objective, model, stream, step)
+        for _ in range(getattr(objective, "updates_per_step", 1)):
+            for batch in micro:
+                with precision.autocast():
+                    loss, _ = objective.loss(model, {k: v.to(device) for k, v in batch.items()})
+                loss.backward()
         times.append(time.perf_counter() - start)
     model.zero_grad(set_to_none=True)
     return sorted(times[1:])[len(times[1:]) // 2] * 1.1  # + optimizer step

@@ -4,19 +4,24 @@
   detached scalar tensors (averaged over the step's micro-batches and processes, logged
   beside the loss);
 - `evaluate(model, batches) -> dict`: held-out figures over the validation batches
-  (`loss` first; the loop records each as `val_<name>`).
+  (`loss` first when there is one; GRPO reports rewards; the loop records each as
+  `val_<name>`).
+
+An objective that makes its own data (GRPO samples answers) also has
+`rollouts(model, micro_batches, step) -> (batches, metrics)`, which turns a step's prompt
+batches into training batches, and `updates_per_step`, the optimizer passes over them.
 
 `language_model` serves pretrain and supervised fine-tuning (the data decides which
 tokens carry a label: all of plain text, only the assistant's in chat), `dpo` learns
-from preference pairs against a frozen reference policy, and `distill` from a teacher's
-logits. Each keeps whatever frozen model it needs; none keeps training state, so
+from preference pairs against a frozen reference policy, `distill` from a teacher's
+logits, and `grpo` from rewards on answers it samples itself. Each keeps whatever frozen model it needs; none keeps training state, so
 resuming a run rebuilds the same objective from the config.
 """
 
 from __future__ import annotations
 
 
-def build_objective(cfg, model, tokenizer, device: str, precision, corpus, log):
+def build_objective(cfg, model, tokenizer, device: str, precision, corpus, log, rank: int = 0, world: int = 1):
     """The objective of `cfg.mode` for this run. `model` is the freshly built model, before any
     checkpoint is loaded into it: DPO's reference policy is that starting model."""
     bpc_factor = corpus.val_tokens / corpus.val_characters if corpus.val_characters else None
@@ -38,6 +43,23 @@ def build_objective(cfg, model, tokenizer, device: str, precision, corpus, log):
         from ...errors import ConfigError
 
         raise ConfigError(f"a preference corpus (prompt, chosen, rejected) trains with mode dpo, not {cfg.mode}")
+    if (cfg.objective == "grpo") != (corpus.kind == "prompts"):
+        from ...errors import ConfigError
+
+        raise ConfigError("mode grpo trains on a prompts corpus (the model writes the answers); this corpus is "
+                          f"{corpus.kind}" if cfg.objective == "grpo" else
+                          f"a prompts corpus holds no answers to learn from: it trains with mode grpo, not {cfg.mode}")
+    if cfg.objective == "grpo":
+        from ..rewards import build_rewards
+        from .grpo import Grpo
+
+        g = cfg.grpo
+        rewards = build_rewards(g.rewards)
+        log(f"objective: GRPO, {g.group_size} answers per prompt, rewards "
+            + ", ".join(f"{r.name} x{r.weight:g}" for r in rewards)
+            + f"; clip {g.clip:g}, {g.updates} update(s) per batch of rollouts"
+            + (f", KL penalty {g.beta:g} to the starting model" if g.beta else ", no KL penalty"))
+        return Grpo.for_model(model, cfg, tokenizer, precision, rewards, rank, world)
     if cfg.objective == "distill":
         from .distill import Distill
 
