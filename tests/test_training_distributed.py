@@ -70,3 +70,24 @@ def test_two_process_objective_run_matches_one_process(tmp_path, tokenizer, mode
     assert sorted(one) == sorted(two) == [1, 2, 3]
     for step in one:
         assert abs(one[step] - two[step]) < 1e-5, (step, one[step], two[step])
+
+
+def test_two_process_grpo_run_samples_and_learns_as_one_process(tmp_path, tokenizer):
+    """GRPO under DDP: each process samples the answers of its share of the prompts, seeded by their
+    place in the global batch, so two processes see the rollouts one process sees, and the
+    per-answer averaged loss gives the same gradient."""
+    from test_training_grpo import grpo_config, train_lines, write_prompts
+    from training_helpers import save_base_model
+
+    base = save_base_model(tmp_path / "base", tokenizer)
+    prompts = write_prompts(tmp_path)
+    build = lambda where, **kw: grpo_config(where, base, prompts, max_steps=3, grpo__beta=0.04, **kw)  # noqa: E731
+    train(build(tmp_path / "one", batch_size=4))
+    multi = build(tmp_path / "two", batch_size=2, distributed="ddp")
+    multi.save(tmp_path / "multi.yaml")
+    _torchrun(tmp_path / "multi.yaml", tmp_path / "two" / "run")
+    one, two = train_lines(tmp_path / "one" / "run"), train_lines(tmp_path / "two" / "run")
+    assert [r["step"] for r in one] == [r["step"] for r in two] == [1, 2, 3]
+    for a, b in zip(one, two):
+        assert a["reward"] == pytest.approx(b["reward"]) and a["answer_tokens"] == pytest.approx(b["answer_tokens"])
+        assert abs(a["loss"] - b["loss"]) < 1e-5, (a, b)
