@@ -65,6 +65,16 @@ def test_rhyme_on_real_poems_simplified_and_traditional():
     assert not rhymes("床前明月光，疑是地上霜。")  # one even verse is no rhyme
 
 
+def test_a_rhyme_character_used_again_does_not_rhyme_with_itself():
+    """What a policy rewarded for rhyme learned first: ending every even verse with 人."""
+    repeated = "春風花落新，春草舊驛人。洞庭飄逐骨，煙浦流多人。"
+    assert not rhymes(repeated) and score("rhyme", repeated) == 0.0
+    mostly = "暖驊承雲頻，幾川爲賦人。鬢毛榮貴恥，榮德出門人。不敢上官見，不知誰待春。今日應暫進，常時欲遊人。"
+    assert not rhymes(mostly)
+    assert score("rhyme", mostly) == pytest.approx(0.5 * (2 - 1) / 3)  # 人 and 春 share a class; 人 counts once
+    assert rhymes(mostly.replace("常時欲遊人", "常時欲遊新").replace("榮德出門人", "榮德出門身"))
+
+
 def test_heteronyms_count_any_reading():
     assert {"怀来", "言前"} <= rhyme_classes("还")  # hai / huan: huan rhymes 还 with 山 in BAIDI
     assert {"怀来", "言前"} <= rhyme_classes("還")

@@ -3,7 +3,7 @@ form (五言绝句 …), the form a request asks for, and a rhyme check on the e
 
 The rhyme check is a MODERN-READING PROXY: it compares the Mandarin finals of the last
 character of the 2nd, 4th, 6th, 8th verses (any reading of a heteronym, tone ignored), grouped
-into the thirteen classes of the 十三辙 below. Tang poets rhymed by Middle Chinese readings
+into the thirteen classes of the 十三辙 below; the same character twice does not rhyme with itself. Tang poets rhymed by Middle Chinese readings
 (the 平水韵 rhyme groups) and by tone class; many of their rhymes no longer rhyme in Mandarin
 and a few modern rhymes were not rhymes then. Good enough to reward "sounds rhymed"; not a
 prosody checker.
@@ -97,17 +97,19 @@ def _last_han(verse: str) -> str:
 
 
 def even_rhyme(text: str) -> tuple[int, int]:
-    """(largest number of even verses whose last characters share one rhyme class, even verses)."""
+    """(largest number of even verses ending in DIFFERENT characters of one rhyme class, even
+    verses). A rhyme character used again counts once: poets avoid it (重韵), and a policy
+    rewarded for rhyme otherwise learns to end every even verse with 人."""
     endings = [_last_han(v) for v in verses(text)[1::2]]
-    classes = [rhyme_classes(c) if c else frozenset() for c in endings]
-    counts: dict[str, int] = {}
-    for options in classes:
-        for name in options:
-            counts[name] = counts.get(name, 0) + 1
-    return max(counts.values(), default=0), len(endings)
+    members: dict[str, set[str]] = {}
+    for char in endings:
+        for name in rhyme_classes(char) if char else ():
+            members.setdefault(name, set()).add(char)
+    return max((len(chars) for chars in members.values()), default=0), len(endings)
 
 
 def rhymes(text: str) -> bool:
-    """True when there are at least two even verses and all their last characters share a class."""
+    """True when there are at least two even verses and their last characters are different
+    characters of one class."""
     best, n_even = even_rhyme(text)
     return n_even >= 2 and best == n_even
