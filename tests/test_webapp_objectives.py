@@ -51,7 +51,7 @@ def _config(ctx, base, mode, corpus, **objective):
 
 
 def test_the_mode_choice_offers_dpo_and_distill_with_their_own_pickers(ctx):
-    assert train.MODES == ["pretrain", "sft", "lora", "qlora", "dpo", "distill"]
+    assert train.MODES == ["pretrain", "sft", "lora", "qlora", "dpo", "distill", "grpo"]
     teachers = [value for _, value in train.teacher_choices(ctx)]
     assert teachers == ["shipped:minimind-tang", "shipped:minimind-small"]  # the default first; no adapter
     bases = [value for _, value in train.base_choices(ctx)]
@@ -218,5 +218,5 @@ def test_the_page_serves_the_objective_plot_and_keeps_the_old_api(tmp_path):
         assert client.predict("r-lora", api_name="/watch_objective")["visible"] is False  # the loss plot suffices
         api = client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/start_training"]
         params = api["parameters"]
-        assert len(params) == 17 and all(p["parameter_has_default"] for p in params[12:])
-        assert [p["parameter_default"] for p in params[12:]] == ["full", 0.5, "shipped:minimind-tang", 2.0, 0.5]
+        assert len(params) == 21 and all(p["parameter_has_default"] for p in params[12:])  # + grpo's four
+        assert [p["parameter_default"] for p in params[12:17]] == ["full", 0.5, "shipped:minimind-tang", 2.0, 0.5]

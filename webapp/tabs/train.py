@@ -2,8 +2,9 @@
 
 Training runs as a child process (`python -m minimind train`); this tab only
 writes a config, asks the job manager to queue it, and reads the run folder.
-Modes dpo (preference pairs) and distill (a teacher's logits) show their own
-settings and, while a run trains, their own metrics beside the loss.
+Modes dpo (preference pairs), distill (a teacher's logits) and grpo (rewards for
+answers the model writes; see grpo.py) show their own settings and, while a run trains, their
+own metrics beside the loss; a grpo run also shows its held-out answers with their rewards.
 """
 
 from __future__ import annotations
@@ -24,20 +25,25 @@ from minimind.training.sizing import pretrain_lr
 from ..context import AppContext, user_errors, without_paths
 from ..i18n import t
 from ..workspace import WorkspaceError
+from . import grpo
 
-MODES = list(TRAIN_MODES)  # pretrain, sft, lora, qlora, dpo, distill
-WEIGHTS = {"full": "", "lora": "lora", "qlora": "qlora"}  # dpo / distill: what trains -> config adapter
+MODES = list(TRAIN_MODES)  # pretrain, sft, lora, qlora, dpo, distill, grpo
+WEIGHTS = {"full": "", "lora": "lora", "qlora": "qlora"}  # dpo / distill / grpo: what trains -> config adapter
+ADAPTABLE = ("dpo", "distill", "grpo")  # the modes whose weights the page asks for
 
 # Per objective: the series of its metrics plot (metrics.jsonl keys, train then validation) and the
-# latest validation figures of its facts line (status.json key, label, format).
+# latest validation figures of its facts line (status.json key, label, format). "reward_{}" stands
+# for one series per reward the run's config names.
 OBJECTIVE_SERIES = {
     "dpo": ("accuracy", "reward_margin", "val_accuracy", "val_reward_margin", "val_kl"),
     "distill": ("ce", "kl", "val_kl"),
+    "grpo": ("reward", "reward_{}", "kl", "val_reward"),
 }
 OBJECTIVE_FACTS = {
     "dpo": (("val_accuracy", "Preference accuracy", "{:.2f}"), ("val_reward_margin", "Reward margin", "{:.3g}"),
             ("val_kl", "KL to reference", "{:.3g}")),
     "distill": (("val_kl", "KL to teacher", "{:.3g}"), ("val_ppl", "Val perplexity", "{:.2f}")),
+    "grpo": (("val_reward", "Held-out reward", "{:.3f}"), ("val_answer_tokens", "Answer tokens", "{:.0f}")),
 }
 
 
@@ -65,15 +71,17 @@ def corpus_choices(ctx: AppContext) -> list[str]:
 
 
 def defaults_for(mode: str, weights: str = "full"):
-    """lr, steps and batch size that suit the mode (and, for dpo/distill, its weights) on this
+    """lr, steps and batch size that suit the mode (and, for dpo/distill/grpo, its weights) on this
     device: the trainer's own defaults. Distill with full weights is taken to train a new student."""
     device = pick_device()
-    adapter = WEIGHTS.get(weights or "full", "") if mode in ("dpo", "distill") else ""
+    adapter = WEIGHTS.get(weights or "full", "") if mode in ADAPTABLE else ""
     new_model = mode == "pretrain" or (mode == "distill" and not adapter)
     raw = {"mode": mode, "adapter": adapter, "max_steps": 1, "data": {"files": ["corpus"]},
            "model": {"init_from": "" if new_model else "base"}}  # fine-tunes need one to validate
     if mode == "distill":
         raw["distill"] = {"teacher": "teacher"}
+    if mode == "grpo":
+        raw["grpo"] = {"rewards": grpo.default_spec()}
     resolved = TrainConfig.from_dict(raw).resolved(device, bf16_supported(device))
     steps = 300 if new_model else 100
     return resolved.optim.lr or pretrain_lr("nano"), steps, resolved.batch_size  # auto size: lr set when chosen
@@ -94,11 +102,14 @@ def _number(value, what: str, low: float, high: float | None = None) -> float:
 
 def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr, accum, precision,
                  rank, alpha, eval_every, weights="full", beta=DpoSection.beta, teacher=None,
-                 temperature=DistillSection.temperature,
-                 kl_weight=DistillSection.kl_weight) -> TrainConfig:
-    """The run the page describes. dpo and distill read `weights` (full, lora or qlora); dpo reads
-    `beta`; distill reads `teacher` (an offered full model), `temperature` and `kl_weight` (the
-    next-token loss on the data weighs 1 - kl_weight). Every other input of another mode is ignored."""
+                 temperature=DistillSection.temperature, kl_weight=DistillSection.kl_weight,
+                 rewards=None, group_size=grpo.DEFAULTS["group_size"], grpo_beta=grpo.DEFAULTS["beta"],
+                 max_new_tokens=grpo.DEFAULTS["max_new_tokens"]) -> TrainConfig:
+    """The run the page describes. dpo, distill and grpo read `weights` (full, lora or qlora); dpo
+    reads `beta`; distill reads `teacher` (an offered full model), `temperature` and `kl_weight` (the
+    next-token loss on the data weighs 1 - kl_weight); grpo reads `rewards` (grpo.rewards of the
+    config, as a list or JSON text; None: the page's default), `group_size`, `grpo_beta` and
+    `max_new_tokens`, within the page's bounds. Every other input of another mode is ignored."""
     if mode not in MODES:
         raise WorkspaceError(f"mode must be one of {', '.join(MODES)}")
     if not corpus:
@@ -111,8 +122,13 @@ def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr,
                              f"is {kind}: save a preference corpus on the Corpus tab")
     if mode != "dpo" and kind == "preference":
         raise WorkspaceError(f"corpus {corpus!r} holds preference pairs: train on it with mode dpo")
+    if mode == "grpo" and kind and kind != "prompts":
+        raise WorkspaceError(f"grpo learns from prompts the model answers; corpus {corpus!r} is {kind}: save a "
+                             "prompts corpus on the Corpus tab (e.g. the Tang poem prompts sample)")
+    if mode != "grpo" and kind == "prompts":
+        raise WorkspaceError(f"corpus {corpus!r} holds prompts without answers: train on it with mode grpo")
     adapter = ""
-    if mode in ("dpo", "distill"):
+    if mode in ADAPTABLE:
         if (weights or "full") not in WEIGHTS:
             raise WorkspaceError(f"weights must be one of {', '.join(WEIGHTS)} (got {weights!r})")
         adapter = WEIGHTS[weights or "full"]
@@ -132,6 +148,9 @@ def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr,
         kl = _number(kl_weight, "KL weight", 0, 1)
         raw["distill"] = {"teacher": str(ctx.model_folder(teacher)), "kl_weight": kl, "ce_weight": round(1.0 - kl, 6),
                           "temperature": _number(temperature, "temperature", 0)}
+    if mode == "grpo":
+        raw["grpo"] = grpo.grpo_section(grpo.default_spec() if rewards is None else rewards, group_size,
+                                        grpo_beta, max_new_tokens)
     if base not in {v for _, v in base_choices(ctx)}:
         raise WorkspaceError("choose what to start from: a new model, the shipped model or a finished run")
     if base.startswith("new:"):
@@ -230,7 +249,7 @@ def _curve(run: RunDir) -> pd.DataFrame:
 
 
 def run_objective(run: RunDir, status: dict | None = None) -> str:
-    """language_model, dpo or distill: from status.json (written when the run starts), else its mode."""
+    """language_model, dpo, distill or grpo: from status.json (written when the run starts), else its mode."""
     status = run.read_status() if status is None else status
     if status.get("objective"):
         return status["objective"]
@@ -244,15 +263,32 @@ def run_objective(run: RunDir, status: dict | None = None) -> str:
 
 
 def objective_facts(status: dict, objective: str) -> list[str]:
-    """The latest validation figures of a dpo or distill run, for the facts line."""
+    """The latest validation figures of a dpo, distill or grpo run, for the facts line."""
     return [f"**{label}:** {fmt.format(status[key])}" for key, label, fmt in OBJECTIVE_FACTS.get(objective, ())
             if isinstance(status.get(key), (int, float))]
+
+
+def _reward_names(run: RunDir) -> list[str]:
+    """The rewards a grpo run's config names (none when its config cannot be read)."""
+    try:
+        raw = yaml.safe_load(run.config_file.read_text(encoding="utf-8")) or {}
+        return [r["name"] for r in raw.get("grpo", {}).get("rewards", []) if isinstance(r.get("name"), str)]
+    except (OSError, yaml.YAMLError, AttributeError, TypeError):
+        return []
+
+
+def objective_series(run: RunDir, objective: str) -> list[str]:
+    """The metrics.jsonl keys of an objective's plot, with "reward_{}" made one key per reward."""
+    keys = []
+    for key in OBJECTIVE_SERIES.get(objective, ()):
+        keys += [key.format(name) for name in _reward_names(run)] if "{}" in key else [key]
+    return keys
 
 
 def objective_curve(run: RunDir) -> pd.DataFrame | None:
     """The objective's own metrics by step (series named by their metrics.jsonl keys), or None
     for a plain language-model run (its loss plot says it all)."""
-    series = OBJECTIVE_SERIES.get(run_objective(run))
+    series = objective_series(run, run_objective(run))
     if not series:
         return None
     rows = [{"step": r["step"], "value": r[key], "series": key}
@@ -260,12 +296,26 @@ def objective_curve(run: RunDir) -> pd.DataFrame | None:
     return pd.DataFrame(rows, columns=["step", "value", "series"]) if rows else None
 
 
-def watch_objective(ctx: AppContext, run_id):
-    """The metrics plot of the run the page shows: visible for dpo and distill runs only."""
+def watch_objective(ctx: AppContext, run_id, drawn=None):
+    """The metrics plot of the run the page shows (visible for dpo, distill and grpo runs only),
+    and the series it is drawn with. `drawn` (a session state) holds the series the plot was last
+    drawn with: when they change (a first evaluation, another run) the update names them all as
+    the legend, which makes Gradio 6 redraw the plot; a value-only update would leave a new
+    series undrawn. Unchanged series update the values only, so the plot does not flicker."""
+    curve = objective_curve(RunDir(ctx.workspace.run_dir(run_id))) if run_id else None
+    series = list(dict.fromkeys(curve["series"])) if curve is not None else []
+    update = gr.update(value=curve, visible=curve is not None)
+    if series != (drawn or []):
+        update["colors_in_legend"] = series or None
+    return update, series
+
+
+def watch_rollouts(ctx: AppContext, run_id):
+    """The held-out answers of the grpo run the page shows, with their rewards; hidden otherwise."""
     if not run_id:
         return gr.update(value=None, visible=False)
-    curve = objective_curve(RunDir(ctx.workspace.run_dir(run_id)))
-    return gr.update(value=curve, visible=curve is not None)
+    table = grpo.rollout_table(RunDir(ctx.workspace.run_dir(run_id)))
+    return gr.update(value=table, visible=table is not None)
 
 
 def stop(ctx: AppContext, run_id) -> str:
@@ -291,7 +341,7 @@ def build(ctx: AppContext) -> None:
                         info=t("mode_info"), elem_id="train-mode")
         corpus = gr.Dropdown(corpus_choices(ctx), label=t("corpus"), value=None, elem_id="train-corpus",
                              allow_custom_value=True)
-    with gr.Row(visible=False, elem_id="train-objective") as objective_row:  # dpo and distill only
+    with gr.Row(visible=False, elem_id="train-objective") as objective_row:  # dpo, distill and grpo only
         weights = gr.Radio([(t("weights_full"), "full"), ("LoRA", "lora"), ("QLoRA", "qlora")], value="full",
                            label=t("weights"), elem_id="train-weights", visible=False)
         beta = gr.Number(value=DpoSection.beta, label=t("dpo_beta"), info=t("dpo_beta_info"),
@@ -305,6 +355,19 @@ def build(ctx: AppContext) -> None:
         kl_weight = gr.Slider(0.0, 1.0, value=DistillSection.kl_weight, step=0.05, label=t("kl_weight"),
                               info=t("kl_weight_info"),
                               elem_id="train-kl-weight", visible=False)
+    with gr.Column(visible=False, elem_id="train-grpo") as grpo_box:  # grpo only
+        with gr.Row():
+            group_size = gr.Number(grpo.DEFAULTS["group_size"], precision=0, label=t("group_size"),
+                                   info=t("group_size_info"), elem_id="train-group-size")
+            grpo_beta = gr.Number(grpo.DEFAULTS["beta"], label=t("grpo_beta"), info=t("grpo_beta_info"),
+                                  elem_id="train-grpo-beta")
+            max_new_tokens = gr.Number(grpo.DEFAULTS["max_new_tokens"], precision=0, label=t("max_new_tokens"),
+                                       info=t("grpo_max_new_info"), elem_id="train-max-new-tokens")
+        with gr.Accordion(t("rewards"), open=True, elem_id="train-rewards-box"):
+            reward_widgets, reward_toggles = grpo.reward_inputs()
+        # what start_training and estimate take: the ticked rewards as the config's list (an API
+        # caller sends that list; the page fills it from the boxes above before each click)
+        rewards = gr.JSON(grpo.default_spec(), label="rewards", visible=False, elem_id="train-rewards")
     with gr.Row():
         steps = gr.Number(value=steps0, precision=0, label=t("max_steps"), elem_id="train-steps")
         batch = gr.Number(value=batch0, precision=0, label=t("batch_size"))
@@ -318,7 +381,7 @@ def build(ctx: AppContext) -> None:
         eval_every = gr.Number(value=0, precision=0, label=t("eval_every"))
     # the new inputs go last: a client that sends the first twelve gets the defaults of the rest
     inputs = [base, mode, corpus, steps, batch, seq_len, lr, accum, precision, rank, alpha, eval_every,
-              weights, beta, teacher, temperature, kl_weight]
+              weights, beta, teacher, temperature, kl_weight, rewards, group_size, grpo_beta, max_new_tokens]
     with gr.Row():
         estimate_btn = gr.Button(t("estimate"), elem_id="estimate-btn")
         start_btn = gr.Button(t("start"), variant="primary", elem_id="start-btn")
@@ -336,6 +399,9 @@ def build(ctx: AppContext) -> None:
                         height=300, elem_id="loss-plot")
     objective_plot = gr.LinePlot(None, x="step", y="value", color="series", label=t("objective_curve"),
                                  height=300, elem_id="objective-plot", visible=False)
+    drawn = gr.State([])  # the series the objective plot was last drawn with (see watch_objective)
+    rollouts = gr.Dataframe(label=t("rollouts"), interactive=False, wrap=True, elem_id="rollouts-table",
+                            visible=False)
     log = gr.Textbox(label=t("log"), lines=8, max_lines=15, elem_id="train-log")
     queue = gr.Markdown()
     runs = gr.Dataframe(label=t("runs"), interactive=False, elem_id="runs-table")
@@ -343,25 +409,33 @@ def build(ctx: AppContext) -> None:
 
     def on_mode(m, w):
         lr_, steps_, batch_ = defaults_for(m, w)
-        dpo, distill = m == "dpo", m == "distill"
-        shown = [dpo or distill, dpo or distill, dpo, distill, distill, distill]
+        dpo, distill, adaptable = m == "dpo", m == "distill", m in ADAPTABLE
+        shown = [adaptable, adaptable, dpo, distill, distill, distill, m == "grpo"]
         return (lr_, steps_, batch_, *(gr.update(visible=v) for v in shown))
 
     mode.change(on_mode, [mode, weights], [lr, steps, batch, objective_row, weights, beta, teacher, temperature,
-                                           kl_weight], api_name=False)
+                                           kl_weight, grpo_box], api_name=False)
+    for ticked, box in reward_toggles:
+        ticked.change(lambda on: gr.update(visible=on), [ticked], [box], api_name=False)
     weights.change(lambda m, w: defaults_for(m, w), [mode, weights], [lr, steps, batch], api_name=False)
     # /watch_run keeps its seven outputs; the objective's plot follows it, for the run it chose
     watch_outputs = [progress, facts, curve, log, runs, queue, run_id]
-    estimate_btn.click(user_errors(lambda *a: do_estimate(ctx, *a)), inputs, [estimate_md], api_name="estimate")
-    start_btn.click(user_errors(lambda *a: start(ctx, *a)), inputs, [run_id, message], api_name="start_training")
+    spec = dict(fn=grpo.reward_spec, inputs=reward_widgets, outputs=[rewards], api_name=False, show_progress="hidden")
+    estimate_btn.click(**spec).success(user_errors(lambda *a: do_estimate(ctx, *a)), inputs, [estimate_md],
+                                       api_name="estimate")
+    start_btn.click(**spec).success(user_errors(lambda *a: start(ctx, *a)), inputs, [run_id, message],
+                                    api_name="start_training")
     stop_btn.click(user_errors(lambda r: stop(ctx, r)), [run_id], [message], api_name="stop_training")
     resume_btn.click(user_errors(lambda r: resume(ctx, r)), [run_id], [message], api_name="resume_training")
     watcher = user_errors(lambda r: watch(ctx, r))
-    objective_watcher = user_errors(lambda r: watch_objective(ctx, r))
+    objective_watcher = user_errors(lambda r, series: watch_objective(ctx, r, series))
+    rollout_watcher = user_errors(lambda r: watch_rollouts(ctx, r))
     refresh_btn.click(watcher, [run_id], watch_outputs, api_name="watch_run").then(
-        objective_watcher, [run_id], [objective_plot], api_name="watch_objective")
+        objective_watcher, [run_id, drawn], [objective_plot, drawn], api_name="watch_objective").then(
+        rollout_watcher, [run_id], [rollouts], api_name="watch_rollouts")
     timer.tick(watcher, [run_id], watch_outputs, api_name=False, show_progress="hidden").then(
-        objective_watcher, [run_id], [objective_plot], api_name=False, show_progress="hidden")
+        objective_watcher, [run_id, drawn], [objective_plot, drawn], api_name=False, show_progress="hidden").then(
+        rollout_watcher, [run_id], [rollouts], api_name=False, show_progress="hidden")
 
     def choices():
         return (gr.update(choices=base_choices(ctx)), gr.update(choices=corpus_choices(ctx)),

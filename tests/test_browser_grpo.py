@@ -1,0 +1,124 @@
+"""Reinforce (GRPO) from the page, in headless Chromium: save the Tang prompts sample, choose
+Reinforce (GRPO) with the shipped MiniMind-Tang as the start, tick one more reward, launch a
+short run and watch it finish; the rewards plot and the table of held-out answers with their
+rewards show what the run wrote."""
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from minimind.training import RunDir
+from webapp.app import build_app
+from webapp.context import SAMPLES
+from helpers import ROOT
+from webapp_helpers import LiveServer, chromium_page, free_port
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = ROOT / "test-artifacts"
+SHIPPED = ROOT / "checkpoints" / "minimind-tang"
+PROMPTS_SAMPLE = next(label for label, name in SAMPLES.items() if name == "tang_prompts.jsonl")
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium (apt-get install chromium)"),
+              pytest.mark.skipif(not (SHIPPED / "model.safetensors").is_file(), reason="needs the shipped MiniMind-Tang")]
+
+
+def _pick(page, label: str, option: str) -> None:
+    """Choose `option` in the Gradio dropdown labelled `label`."""
+    page.get_by_role("combobox", name=label).click()
+    page.get_by_role("option", name=option).first.click()
+
+
+def _save_prompts_sample(page, expect) -> None:
+    _pick(page, "…or use a bundled sample", PROMPTS_SAMPLE)
+    page.locator("#inspect-btn").click()
+    expect(page.locator("#corpus-summary")).to_contain_text("prompts", timeout=120_000)
+    page.get_by_label("Corpus name").fill("tang-prompts")
+    page.locator("#save-corpus-btn").click()
+    expect(page.locator("#corpus-saved")).to_contain_text("Saved corpus", timeout=120_000)
+
+
+def _choose_grpo(page, expect) -> None:
+    """Reinforce (GRPO) of the shipped model on the saved prompts: its own inputs appear, form and
+    rhyme ticked; no_repetition ticked too shows its weight and parameter."""
+    _pick(page, "Start from", "shipped: minimind-tang")
+    grpo_box = page.locator("#train-grpo")
+    expect(grpo_box).to_be_hidden()
+    page.locator("#train-mode").get_by_text("Reinforce (GRPO)", exact=True).click()
+    expect(grpo_box).to_be_visible()
+    expect(page.locator("#train-weights")).to_contain_text("QLoRA")
+    expect(page.locator("#train-beta")).to_be_hidden()  # DPO's beta, not GRPO's KL beta
+    for name in ("form", "rhyme"):
+        expect(page.locator(f"#reward-{name}-on input")).to_be_checked()
+        expect(page.locator(f"#reward-{name}-weight input")).to_have_value("1")
+    expect(page.locator("#reward-no_repetition-weight")).to_be_hidden()
+    page.locator("#reward-no_repetition-on input").check()
+    expect(page.locator("#reward-no_repetition-weight")).to_be_visible()
+    page.locator("#reward-no_repetition-weight input").fill("0.5")
+    expect(page.locator("#reward-no_repetition-n input")).to_have_value("2")
+    _pick(page, "Corpus", "tang-prompts")
+
+
+def _short_run_settings(page) -> None:
+    page.locator("#train-steps input").fill("3")
+    page.get_by_label("Batch size").fill("2")
+    page.get_by_label("Evaluate every (steps, 0 = auto)").fill("3")
+    page.locator("#train-group-size input").fill("4")
+    page.locator("#train-max-new-tokens input").fill("32")
+
+
+def test_a_grpo_run_from_the_page(tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    app = build_app(tmp_path / "workspace")  # the shipped models of the repository
+    with LiveServer(app, free_port()) as server, sync_playwright() as pw:
+        browser, page = chromium_page(pw, CHROMIUM)
+        try:
+            page.goto(server.url)
+            expect(page.locator("#title")).to_contain_text("MiniMind Studio")
+            _save_prompts_sample(page, expect)
+            page.get_by_role("tab", name="Train").click()
+            _choose_grpo(page, expect)
+            _short_run_settings(page)
+
+            # a bad reward parameter: the config's message, and no run
+            page.locator("#reward-regex-on input").check()
+            page.locator("#reward-regex-pattern input").fill("(unclosed")
+            page.locator("#start-btn").click()
+            expect(page.get_by_text(re.compile(r"pattern '\(unclosed' does not compile"))).to_be_visible()
+            assert not list((tmp_path / "workspace" / "runs").iterdir())
+            page.locator("#reward-regex-on input").uncheck()
+
+            page.locator("#start-btn").click()
+            expect(page.locator("#train-message")).to_contain_text("Queued", timeout=60_000)
+            expect(page.locator("#train-progress")).to_contain_text("finished: step 3/3", timeout=120_000)
+            expect(page.locator("#train-facts")).to_contain_text(re.compile(r"Held-out reward:\*?\*? ?\d\.\d{3}"))
+
+            plot = page.locator("#objective-plot")
+            expect(plot).to_be_visible(timeout=30_000)
+            for series in ("reward_form", "reward_rhyme", "reward_no_repetition", "kl", "val_reward"):
+                expect(plot).to_contain_text(series)
+            table = page.locator("#rollouts-table")
+            expect(table).to_be_visible(timeout=30_000)
+            for header in ("prompt", "answer", "reward", "form", "rhyme", "no_repetition"):
+                expect(table).to_contain_text(header)
+            expect(table).to_contain_text("为题")  # a held-out Tang prompt
+            expect(table).to_contain_text(re.compile(r"0\.\d+|\b[01]\b"))  # its scores
+
+            run = RunDir(next((tmp_path / "workspace" / "runs").iterdir()))
+            config = yaml.safe_load(run.config_file.read_text(encoding="utf-8"))
+            assert config["grpo"]["rewards"] == [{"name": "form", "weight": 1.0}, {"name": "rhyme", "weight": 1.0},
+                                                 {"name": "no_repetition", "weight": 0.5}]
+            assert (config["grpo"]["group_size"], config["grpo"]["max_new_tokens"]) == (4, 32)
+            assert run.read_samples() and all(s["step"] == 3 for s in run.read_samples())
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "tab-train-grpo.png"), full_page=True)
+        except Exception:
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "grpo-failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
