@@ -1,4 +1,4 @@
-"""Train a model: pretrain from scratch, full fine-tune, LoRA or QLoRA, DPO or distillation.
+"""Train a model: pretrain from scratch, full fine-tune, LoRA or QLoRA, DPO, distillation or GRPO.
 
   python -m minimind train --config run.yaml --set optim.lr=3e-4 --set max_steps=500
   python -m minimind train --set mode=pretrain --set data.files=[corpus.txt] --set model.preset=nano
@@ -6,6 +6,9 @@
       --set data.files=[samples/tang_preference.jsonl] --set adapter=lora --set max_steps=200
   python -m minimind train --set mode=distill --set distill.teacher=checkpoints/minimind-shakespeare \\
       --set data.files=[corpus.txt] --set model.preset=nano --set time_budget_s=600
+  python -m minimind train --config grpo.yaml         # mode: grpo, grpo: {rewards: [{name: form}, {name: rhyme}]}
+  python -m minimind train --set mode=grpo --set model.init_from=checkpoints/minimind-tang \
+      --set data.files=[samples/tang_prompts.jsonl] --set 'grpo.rewards=[{name: form}, {name: rhyme}]'
   python -m minimind train --run-dir runs/20261130-101500-1234 --resume
   torchrun --nproc_per_node=2 -m minimind train --config run.yaml
 
@@ -19,7 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 
-HELP = "train (pretrain / sft / lora / qlora / dpo / distill) into a run folder; --resume continues one"
+HELP = "train (pretrain / sft / lora / qlora / dpo / distill / grpo) into a run folder; --resume continues one"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -78,6 +81,9 @@ def run(args) -> int:
                 msg += f", bpc {status['val_bpc']:.3f}"
             if status.get("val_accuracy") is not None:  # DPO: held-out preference accuracy
                 msg += f", preference accuracy {status['val_accuracy']:.2f}"
+        if status.get("val_reward") is not None:  # GRPO: mean reward of held-out answers, and each reward's
+            parts = [f"{k[11:]} {v:.3f}" for k, v in status.items() if k.startswith("val_reward_")]
+            msg += f"  held-out reward {status['val_reward']:.3f}" + (f" ({', '.join(parts)})" if parts else "")
         print(msg)
         if status.get("final_checkpoint"):
             print(f"model: {status['final_checkpoint']}")

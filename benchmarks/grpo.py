@@ -1,0 +1,219 @@
+"""GRPO from the shipped MiniMind-Tang chat model with the form and rhyme rewards, for a fixed
+CPU budget: what the rewards teach, what it costs the model, and how fast rollouts are.
+
+Training prompts: samples/tang_prompts.jsonl (2,000 titles of training-split poems, 500 per
+form, scripts/make_tang_prompts.py). Every figure below is measured on what GRPO never
+trained on, by the same code before and after:
+
+- requested form / form + rhyme: each of the 200 held-out title prompts
+  (samples/tang_prompts_heldout.jsonl, titles of held-out poems, 50 per form) is answered
+  ANSWERS_PER_PROMPT times through the chat path (minimind.generation.chat, the model's saved
+  sampling defaults, seeded) -- what the Chat tab and the API give a user. An answer is in
+  form when its verses match the requested form exactly; it rhymes when its even verses end
+  in one rhyme class (minimind.training.rewards: pypinyin finals of modern readings, tone
+  ignored, 13 classes: a proxy, not the classical rhyme books). The same rule applied to real
+  poems (the held-out sample's regulated poems) gives the rate a real poet reaches.
+- held-out poem BPC: checkpoints/minimind-tang/heldout_sample.jsonl (poems neither the
+  pretraining nor the chat set saw), minimind.evaluate.
+- rollout speed: 8 held-out prompts x 8 answers sampled as GRPO samples them (temperature 1,
+  no top-k/top-p, up to 96 tokens), by the batched engine (RolloutPolicy.sample) and by
+  transformers' `model.generate` one answer at a time (the reference), tokens per second of
+  each, in the same process.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+NAME = "grpo"
+DESCRIPTION = "GRPO from MiniMind-Tang with form + rhyme rewards: held-out form, rhyme, poem BPC, rollout speed"
+HEADLINE = ["requested form share after", "form + rhyme share after", "poem BPC after / before",
+            "rollout tokens/s engine / generate"]
+ROOT = Path(__file__).resolve().parents[1]
+START = ROOT / "checkpoints" / "minimind-tang"
+PROMPTS = ROOT / "samples" / "tang_prompts.jsonl"
+HELD_OUT = ROOT / "samples" / "tang_prompts_heldout.jsonl"
+CACHE = ROOT / ".cache" / "grpo"
+MINUTES = 15.0            # the issue's budget
+ANSWERS_PER_PROMPT = 2
+REWARDS = [{"name": "form", "weight": 1.0}, {"name": "rhyme", "weight": 1.0}]
+SPEED_PROMPTS, SPEED_GROUP = 8, 8
+
+
+def held_out_prompts(limit: int | None = None) -> list[dict]:
+    rows = [json.loads(line) for line in HELD_OUT.open(encoding="utf-8") if line.strip()]
+    return rows[:limit] if limit else rows
+
+
+def answer_all(model, tokenizer, prompts: list[dict]) -> list[tuple[dict, str]]:
+    """ANSWERS_PER_PROMPT answers to each prompt through the chat path; the requests run
+    concurrently, so the engine batches them as it batches a server's."""
+    from minimind.generation import SamplingParams, chat
+
+    defaults = SamplingParams.from_model(START)
+
+    def one(job):
+        i, sample, record = job
+        params = defaults.replace(seed=i * 100 + sample, max_new_tokens=160)
+        return record, "".join(chat(model, tokenizer, [{"role": "user", "content": record["prompt"]}], params))
+
+    jobs = [(i, s, r) for i, r in enumerate(prompts) for s in range(ANSWERS_PER_PROMPT)]
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        return list(pool.map(one, jobs))
+
+
+def form_figures(answers: list[tuple[dict, str]]) -> dict:
+    from minimind.training.rewards.poems import form_of, rhymes
+
+    in_form = [form_of(text) == record["form"] for record, text in answers]
+    both = [ok and rhymes(text) for ok, (_, text) in zip(in_form, answers)]
+    return {"requested form share": sum(in_form) / len(answers), "form + rhyme share": sum(both) / len(answers),
+            "rhyme share of answers in form": sum(both) / max(sum(in_form), 1), "answers": len(answers)}
+
+
+def real_poems_rhyme() -> tuple[float, int]:
+    """Share of the held-out sample's regulated poems that rhyme under the same rule."""
+    from minimind.training.rewards.poems import form_of, rhymes
+
+    poems = [json.loads(line)["text"] for line in (START / "heldout_sample.jsonl").open(encoding="utf-8")]
+    regulated = [p for p in poems if form_of(p)]
+    return sum(rhymes(p) for p in regulated) / max(len(regulated), 1), len(regulated)
+
+
+def poem_bpc(model, tokenizer) -> float:
+    from minimind.evaluate import evaluate_documents
+
+    poems = [json.loads(line)["text"] for line in (START / "heldout_sample.jsonl").open(encoding="utf-8")]
+    return evaluate_documents(model, tokenizer, poems, context=model.config.max_position_embeddings).bpc
+
+
+def measure(model, tokenizer, prompts, label: str, extra: dict) -> dict:
+    model.eval()
+    start = time.perf_counter()
+    figures = form_figures(answer_all(model, tokenizer, prompts))
+    return {"model": label, **figures, "poem BPC": poem_bpc(model, tokenizer),
+            "answering s": time.perf_counter() - start, **extra}
+
+
+def rollout_speed(model, tokenizer, prompts: list[dict]) -> dict:
+    """Tokens/s of GRPO's rollouts: the batched engine vs transformers' generate, one answer at a time."""
+    import torch
+
+    from minimind.generation import encode_chat
+    from minimind.training.objectives.rollouts import RolloutPolicy
+
+    policy = RolloutPolicy(model, tokenizer)
+    ids = [encode_chat(tokenizer, [{"role": "user", "content": r["prompt"]}]) for r in prompts[:SPEED_PROMPTS]]
+    batch = [p for p in ids for _ in range(SPEED_GROUP)]
+    policy.sample(batch[:8], list(range(8)), 16, 1.0, 0, 1.0)  # warm-up (prepared weights, packed matrices)
+    rolled = policy.sample(batch, list(range(len(batch))), 96, 1.0, 0, 1.0)
+    reference = policy.model
+    torch.manual_seed(0)
+    tokens, start = 0, time.perf_counter()
+    with torch.no_grad():
+        for prompt in batch[:2 * SPEED_GROUP]:  # two prompts' groups: enough for a stable rate
+            out = reference.generate(torch.tensor([prompt]), do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
+                                     max_new_tokens=96, eos_token_id=policy.stop_ids, pad_token_id=0)
+            tokens += out.shape[1] - len(prompt)
+    generate_s = time.perf_counter() - start
+    engine_rate, generate_rate = rolled.tokens / rolled.seconds, tokens / generate_s
+    return {"engine tokens/s": engine_rate, "generate tokens/s": generate_rate,
+            "engine answers": len(batch), "generate answers": 2 * SPEED_GROUP,
+            "ratio": engine_rate / generate_rate}
+
+
+def train_grpo(seconds: float, adapter: str, overrides: list[str]) -> tuple[dict, Path, float]:
+    from benchmarks._harness import bench_device
+    from minimind.training import TrainConfig, train
+
+    run_dir = CACHE / "runs" / (adapter or "full")
+    shutil.rmtree(run_dir, ignore_errors=True)
+    raw = {"mode": "grpo", "adapter": adapter, "model": {"init_from": str(START)},
+           "data": {"files": [str(PROMPTS)], "kind": "prompts", "cache_dir": str(CACHE / "data")},
+           "grpo": {"rewards": REWARDS}, "time_budget_s": seconds, "run_dir": str(run_dir),
+           "device": bench_device()}
+    start = time.perf_counter()
+    status = train(TrainConfig.from_dict(raw).with_overrides(overrides))
+    return status, run_dir, time.perf_counter() - start
+
+
+def reward_curve(run_dir: Path, points: int = 6) -> str:
+    """The train reward (total; form; rhyme) at a few evenly spaced logged steps."""
+    from minimind.training import RunDir
+
+    rows = [r for r in RunDir(run_dir).read_metrics() if "reward" in r]
+    if not rows:
+        return ""
+    picks = list({id(r): r for r in (rows[round(i * (len(rows) - 1) / (points - 1))] for i in range(points))}.values())
+    return "; ".join(f"{r['step']}: {r['reward']:.2f} ({r.get('reward_form', 0):.2f}/{r.get('reward_rhyme', 0):.2f})"
+                     for r in picks)
+
+
+def run(quick: bool = False, tiny: bool = False, minutes: float | None = None, adapters=("",),
+        overrides: tuple = ()) -> dict:
+    import torch
+
+    from minimind.checkpoint import load_model, load_tokenizer_for
+    from minimind.training import RunDir, TrainConfig
+
+    seconds = 60.0 * (minutes or (0.3 if tiny else 3.0 if quick else MINUTES))
+    tokenizer = load_tokenizer_for(START)
+    prompts = held_out_prompts(12 if tiny else None)
+    speed = rollout_speed(load_model(START), tokenizer, prompts)
+    real_rate, real_poems = real_poems_rhyme()
+    before = measure(load_model(START), tokenizer, prompts, "MiniMind-Tang (start)", {})
+    rows, summary = [before], {}
+    for adapter in adapters:
+        status, run_dir, wall = train_grpo(seconds, adapter, list(overrides))
+        resolved = TrainConfig.load(run_dir / "config.yaml")
+        g = resolved.grpo
+        metrics = [r for r in RunDir(run_dir).read_metrics() if "rollout_tokens_per_s" in r]
+        after = measure(load_model(status["final_checkpoint"], merge=True), tokenizer, prompts,
+                        f"after GRPO ({adapter or 'full'}, {seconds / 60:g} min)",
+                        {"steps": status.get("step"), "train() wall s": wall,
+                         "settings": f"group {g.group_size}, {resolved.batch_size} prompts/step, lr "
+                                     f"{resolved.optim.lr:g}, beta {g.beta:g}, {g.updates} updates, "
+                                     f"{resolved.precision}",
+                         "rollout tokens/s in training": sum(r["rollout_tokens_per_s"] for r in metrics)
+                         / max(len(metrics), 1),
+                         "train reward curve (step: total (form/rhyme))": reward_curve(run_dir)})
+        rows.append(after)
+        tag = adapter or "full"
+        summary[f"requested form share after ({tag})"] = after["requested form share"]
+        summary[f"form + rhyme share after ({tag})"] = after["form + rhyme share"]
+        summary[f"poem BPC after / before ({tag})"] = after["poem BPC"] / before["poem BPC"]
+        summary[f"final run ({tag})"] = str(run_dir)
+    summary.update({"requested form share before": before["requested form share"],
+                    "form + rhyme share before": before["form + rhyme share"],
+                    "real regulated poems that rhyme (same rule)": real_rate, "real poems checked": real_poems,
+                    "rollout tokens/s engine": speed["engine tokens/s"],
+                    "rollout tokens/s generate (one at a time)": speed["generate tokens/s"],
+                    "rollout tokens/s engine / generate": speed["ratio"],
+                    "budget s (each run)": seconds, "threads": torch.get_num_threads(),
+                    "held-out prompts": len(prompts), "answers per prompt": ANSWERS_PER_PROMPT})
+    return {"rows": rows, "summary": summary}
+
+
+def main() -> None:
+    import argparse
+
+    from benchmarks._harness import print_result
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--minutes", type=float, help="budget of each GRPO run (default 15; 3 with --quick)")
+    parser.add_argument("--adapters", default="full", help="full and/or lora, comma-separated")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="TrainConfig override, as for `minimind train --set` (for sweeps)")
+    args = parser.parse_args()
+    adapters = tuple("" if a == "full" else a for a in args.adapters.split(","))
+    print_result(run(args.quick, args.tiny, args.minutes, adapters, tuple(args.overrides)))
+
+
+if __name__ == "__main__":
+    main()
