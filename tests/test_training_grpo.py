@@ -130,5 +130,7 @@ def test_grpo_needs_prompts_and_rewards_and_prompts_need_grpo(tmp_path, tokenize
         grpo_config(tmp_path, base, prompts, grpo__rewards=[]).validate()
     with pytest.raises(ConfigError, match="regex"):
         grpo_config(tmp_path, base, prompts, grpo__rewards=[{"name": "regex", "pattern": "(unclosed"}]).validate()
+    with pytest.raises(ConfigError, match="distributed: ddp"):
+        grpo_config(tmp_path, base, prompts, distributed="fsdp").validate()
     with pytest.raises(ConfigError, match="grpo.group_size must be 2..256"):
         grpo_config(tmp_path, base, prompts, grpo__group_size=1).validate()

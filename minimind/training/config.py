@@ -269,6 +269,9 @@ class TrainConfig:
         need(0 < g.clip < 1, "grpo.clip must be in (0, 1)")
         need(1 <= g.updates <= 16, "grpo.updates must be 1..16")
         need(g.eval_samples >= 0, "grpo.eval_samples must be >= 0")
+        need(self.mode != "grpo" or self.distributed == "ddp",
+             "mode grpo runs under torchrun with distributed: ddp (each process samples with a whole copy of "
+             "the weights; fsdp shards them)")
         if self.mode == "grpo":
             from .rewards import build_rewards
 
