@@ -143,3 +143,20 @@ def standalone(run: Callable[..., dict], description: str) -> None:
     parser.add_argument("--tiny", action="store_true")
     args = parser.parse_args()
     print_result(run(args.quick, args.tiny))
+
+
+def fine_tune_main(run, doc: str, minutes_help: str, adapters: str) -> None:
+    """The command line of a benchmark that fine-tunes the shipped model for a budget (dpo, grpo):
+    --quick / --tiny, the budget, the weights that train, and TrainConfig overrides for sweeps."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--minutes", type=float, help=minutes_help)
+    parser.add_argument("--adapters", default=adapters, help="full and/or lora, comma-separated")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="TrainConfig override, as for `minimind train --set` (for sweeps)")
+    args = parser.parse_args()
+    chosen = tuple("" if a == "full" else a for a in args.adapters.split(","))
+    print_result(run(args.quick, args.tiny, args.minutes, chosen, tuple(args.overrides)))

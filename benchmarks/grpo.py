@@ -199,20 +199,9 @@ def run(quick: bool = False, tiny: bool = False, minutes: float | None = None, a
 
 
 def main() -> None:
-    import argparse
+    from benchmarks._harness import fine_tune_main
 
-    from benchmarks._harness import print_result
-
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--tiny", action="store_true")
-    parser.add_argument("--minutes", type=float, help="budget of each GRPO run (default 15; 3 with --quick)")
-    parser.add_argument("--adapters", default="full", help="full and/or lora, comma-separated")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="TrainConfig override, as for `minimind train --set` (for sweeps)")
-    args = parser.parse_args()
-    adapters = tuple("" if a == "full" else a for a in args.adapters.split(","))
-    print_result(run(args.quick, args.tiny, args.minutes, adapters, tuple(args.overrides)))
+    fine_tune_main(run, __doc__, "budget of each GRPO run (default 15; 3 with --quick)", "full")
 
 
 if __name__ == "__main__":
