@@ -5,6 +5,11 @@ measured quality and samples, and a Hugging Face model card (README.md).
       --sft-run work/tang/sft --out checkpoints/minimind-tang
   python -m scripts.finalize shakespeare --model ... --pretrain-run work/shakespeare/pretrain \\
       --out checkpoints/minimind-shakespeare
+  python -m scripts.finalize tang --model work/tang/grpo/checkpoints/step-N --grpo-run work/tang/grpo \\
+      --before checkpoints/minimind-tang --out checkpoints/minimind-tang
+
+A stage whose run folder is not given keeps its section of the card already in --out (so
+a GRPO stage can be added to a shipped model without its pretraining runs at hand).
 
 The card's YAML header holds the held-out figures (model-index) that
 tests/test_shipped_models.py checks against a fresh measurement.
@@ -28,7 +33,7 @@ from minimind.evaluate import evaluate_documents
 from minimind.generation import SamplingParams, chat, complete
 from minimind.training import RunDir
 from scripts.corpora import TANG, tang_records, tang_split
-from scripts.make_tang_chat import form_of
+from minimind.training.rewards.poems import form_of, rhymes
 
 SAMPLE_PARAMS = dict(temperature=0.8, top_p=0.9, top_k=40, repetition_penalty=1.1, max_new_tokens=96)
 EVAL_CONTEXT = 256
@@ -131,27 +136,80 @@ def context_lines(config, windows: list[tuple[int, float]], sample_name: str) ->
             "A chat that outgrows the context drops its oldest turns; a longer prompt is refused.", ""]
 
 
-def form_accuracy(model, tokenizer, n: int = 30) -> tuple[int, int, list[tuple[str, str]]]:
-    """How often a request for a named form gets a poem of that form (held-out titles, seeded)."""
-    _, held = tang_split()
-    by_text = {r["text"]: r for r in tang_records(TANG)}
+def form_requests(sample: Path, n: int = 30) -> list[tuple[str, str]]:
+    """(request, form) for the first `n` regulated poems with a title in the shipped held-out
+    sample, so the check needs nothing beyond the checkpoint folder (tests re-run it)."""
     requests = []
-    for text in held:
-        form = form_of(text)
-        title = by_text.get(text, {}).get("title", "").split(" ")[0]
+    for line in sample.open(encoding="utf-8"):
+        record = json.loads(line)
+        form, title = form_of(record["text"]), record.get("title", "").split(" ")[0]
         if form and title:
             requests.append((f"以《{title}》为题写一首{form}", form))
         if len(requests) == n:
             break
-    right, examples = 0, []
+    return requests
+
+
+def form_accuracy(model, tokenizer, sample: Path, n: int = 30) -> tuple[int, int, int]:
+    """(answers in the requested form, of those the ones that also rhyme, requests): one seeded
+    answer to each held-out title request, sampled as the card's samples are."""
+    right = rhymed = 0
+    requests = form_requests(sample, n)
     for i, (request, form) in enumerate(requests):
         params = SamplingParams(**{**SAMPLE_PARAMS, "max_new_tokens": 128}, seed=i)
-        answer = chat(model, tokenizer, [{"role": "user", "content": request}], params).read()
-        ok = form_of(answer.strip()) == form
+        answer = chat(model, tokenizer, [{"role": "user", "content": request}], params).read().strip()
+        ok = form_of(answer) == form
         right += ok
-        if len(examples) < 3:
-            examples.append((request, answer.strip()))
-    return right, len(requests), examples
+        rhymed += ok and rhymes(answer)
+    return right, rhymed, len(requests)
+
+
+def grpo_summary(run_dir: Path | None) -> dict:
+    """What the card says about a GRPO stage: its settings, time, and reward curve."""
+    if not run_dir:
+        return {}
+    run = RunDir(run_dir)
+    status, metrics = run.read_status(), run.read_metrics()
+    config = yaml.safe_load(run.config_file.read_text())
+    train = [m for m in metrics if "reward" in m]
+    head, tail = train[:5], train[-5:]
+
+    def mean(rows, key):
+        return sum(r.get(key, 0.0) for r in rows) / max(len(rows), 1)
+
+    g = config["grpo"]
+    return {"steps": status.get("step"), "wall_s": status.get("elapsed_s"), "device": status.get("device"),
+            "lr": config["optim"]["lr"], "prompts": config["batch_size"] * config["grad_accum"],
+            "group": g["group_size"], "beta": g["beta"], "updates": g["updates"],
+            "rewards": ", ".join(f"{r['name']} × {r.get('weight', 1.0):g}" for r in g["rewards"]),
+            "first": (mean(head, "reward"), mean(head, "reward_form"), mean(head, "reward_rhyme")),
+            "last": (mean(tail, "reward"), mean(tail, "reward_form"), mean(tail, "reward_rhyme")),
+            "evals": [(e["step"], e["val_reward"], e.get("val_reward_form", 0.0), e.get("val_reward_rhyme", 0.0))
+                      for e in metrics if "val_reward" in e]}
+
+
+def preset_of(config) -> str:
+    """The preset whose sizes the model has (when its pretraining run is not at hand); the context is
+    the training rows' length, not the preset's."""
+    from minimind.config import PRESETS
+
+    for name, sizes in PRESETS.items():
+        if all(getattr(config, key, None) == value for key, value in sizes.items()
+               if key != "max_position_embeddings"):
+            return name
+    return "custom"
+
+
+def previous_stages(card: Path) -> str:
+    """The pretraining and chat fine-tune paragraphs of an existing card (kept when their runs are
+    not given), without any GRPO paragraph a previous finalize wrote."""
+    if not card.is_file():
+        return ""
+    text = card.read_text(encoding="utf-8")
+    if "## Training" not in text:
+        return ""
+    section = text.split("## Training", 1)[1].split("\n## ", 1)[0]
+    return section.split("**reinforcement (GRPO)**", 1)[0].strip()
 
 
 def main() -> None:
@@ -160,13 +218,19 @@ def main() -> None:
     parser.add_argument("--model", required=True, type=Path)
     parser.add_argument("--pretrain-run", type=Path)
     parser.add_argument("--sft-run", type=Path)
+    parser.add_argument("--grpo-run", type=Path)
+    parser.add_argument("--before", type=Path, help="the model before the last stage: the card compares it")
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--command", default="", help="the command that rebuilds the model (kept with it)")
     args = parser.parse_args()
 
     start = time.perf_counter()
+    kept = previous_stages(args.out / "README.md") if not (args.pretrain_run or args.sft_run) else ""
+    # loaded now: save_bf16 replaces --out, which --before may name (the model being improved)
+    earlier = (load_model(args.before).eval(), load_tokenizer_for(args.before)) if args.before else None
+    before = None
     save_bf16(args.model, args.out)
-    keep_recipe(args.out, args.command, pretrain=args.pretrain_run, sft=args.sft_run)
+    keep_recipe(args.out, args.command, pretrain=args.pretrain_run, sft=args.sft_run, grpo=args.grpo_run)
     sample_path, _, held = heldout_sample(args.kind, args.out)
     model, tokenizer = load_model(args.out), load_tokenizer_for(args.out)
     full = evaluate_documents(model, tokenizer, held, context=EVAL_CONTEXT)
@@ -178,24 +242,29 @@ def main() -> None:
         samples = [(p, chat(model, tokenizer, [{"role": "user", "content": p}],
                             SamplingParams(**SAMPLE_PARAMS, seed=i)).read().strip())
                    for i, p in enumerate(TANG_PROMPTS)]
-        right, total, _ = form_accuracy(model, tokenizer)
+        right, rhymed, total = form_accuracy(model, tokenizer, sample_path)
+        if earlier is not None:
+            b_right, b_rhymed, _ = form_accuracy(*earlier, sample_path)
+            before = {"right": b_right, "rhymed": b_rhymed,
+                      "bpc": evaluate_documents(*earlier, held, context=EVAL_CONTEXT).bpc}
     else:
         samples = [(p, complete(model, tokenizer, p, SamplingParams(**{**SAMPLE_PARAMS, "max_new_tokens": 80},
                                                                      seed=i)).read())
                    for i, p in enumerate(SHAKESPEARE_PROMPTS)]
-        right = total = None
+        right = rhymed = total = None
     size_mb = (args.out / "model.safetensors").stat().st_size / 2**20
     params = sum(p.numel() for p in model.parameters())
     card = render_card(args.kind, args, model.config, params, size_mb, len(tokenizer), full, fast, sample_path.name,
-                       pre, sft, samples, right, total, windows)
+                       pre, sft, samples, (right, rhymed, total), windows, grpo_summary(args.grpo_run), kept, before)
     (args.out / "README.md").write_text(card, encoding="utf-8")
     print(json.dumps({"out": str(args.out), "size_mb": round(size_mb, 2), "heldout_bpc": full.bpc,
-                      "sample_bpc": fast.bpc, "form_accuracy": [right, total],
+                      "sample_bpc": fast.bpc, "form_accuracy": [right, rhymed, total],
                       "seconds": round(time.perf_counter() - start)}, ensure_ascii=False))
 
 
 def render_card(kind, args, config, params, size_mb, vocab, full, fast, sample_name, pre, sft, samples,
-                right, total, windows) -> str:
+                form_check, windows, grpo=None, kept="", before=None) -> str:
+    right, rhymed, total = form_check
     tang = kind == "tang"
     name = "MiniMind-Tang" if tang else "MiniMind-Shakespeare"
     header = {
@@ -232,7 +301,7 @@ def render_card(kind, args, config, params, size_mb, vocab, full, fast, sample_n
               "## Model", "",
               f"| preset | parameters | layers | width | heads (q/kv) | FFN | context | vocabulary | weights |",
               "|---|---|---|---|---|---|---|---|---|",
-              f"| `{pre.get('preset', '?')}` | {params / 1e6:.1f}M | {config.num_hidden_layers} | {config.hidden_size} | "
+              f"| `{pre.get('preset') or preset_of(config)}` | {params / 1e6:.1f}M | {config.num_hidden_layers} | {config.hidden_size} | "
               f"{config.num_attention_heads}/{config.num_key_value_heads} | {config.intermediate_size} | "
               f"{config.max_position_embeddings} | {vocab:,} (byte-level BPE trained on the corpus) | "
               f"bf16, {size_mb:.1f} MB |", "",
@@ -248,6 +317,8 @@ def render_card(kind, args, config, params, size_mb, vocab, full, fast, sample_n
                   "CC-BY 2.5, Open Knowledge Foundation, see LICENSE.shakespeare). Held out entirely: "
                   "Cymbeline, Julius Caesar, The Passionate Pilgrim, Titus Andronicus.", ""]
     lines += ["## Training", ""]
+    if kept:
+        lines += [kept, ""]
     for label, run in (("pretraining", pre), ("chat fine-tune", sft)):
         if not run:
             continue
@@ -257,6 +328,18 @@ def render_card(kind, args, config, params, size_mb, vocab, full, fast, sample_n
         if run["evals"]:
             lines += ["| step | validation loss | validation BPC |", "|---|---|---|"]
             lines += [f"| {s} | {l:.4f} | {b:.4f} |" for s, l, b in run["evals"]]
+            lines.append("")
+    if grpo:
+        f, l = grpo["first"], grpo["last"]
+        lines += [f"**reinforcement (GRPO)**: {grpo['steps']:,} steps of {grpo['prompts']} title prompts "
+                  f"(samples/tang_prompts.jsonl) × {grpo['group']} sampled answers, rewards {grpo['rewards']} "
+                  f"(`minimind/training/rewards/`), peak lr {grpo['lr']}, KL penalty {grpo['beta']}, "
+                  f"{grpo['updates']} updates per batch of answers, {grpo['wall_s'] / 60:.0f} min on {grpo['device']}; "
+                  f"mean train reward (total / form / rhyme) {f[0]:.3f} / {f[1]:.3f} / {f[2]:.3f} over the first "
+                  f"5 steps → {l[0]:.3f} / {l[1]:.3f} / {l[2]:.3f} over the last 5.", ""]
+        if grpo["evals"]:
+            lines += ["| step | held-out reward | form | rhyme |", "|---|---|---|---|"]
+            lines += [f"| {s} | {r:.3f} | {fo:.3f} | {rh:.3f} |" for s, r, fo, rh in grpo["evals"]]
             lines.append("")
     lines += ["## Held-out quality", "",
               f"Measured on the shipped bf16 weights (loaded as float32), documents scored in windows of "
@@ -268,17 +351,27 @@ def render_card(kind, args, config, params, size_mb, vocab, full, fast, sample_n
               f"{fast.perplexity:.2f} | {fast.bpc:.4f} |", ""]
     lines += context_lines(config, windows, sample_name)
     if tang and total:
-        lines += [f"Form check: asked for a named form (五言/七言 绝句/律诗) with {total} held-out titles, "
-                  f"{right} answers had exactly that form ({100 * right / total:.0f}%).", ""]
+        lines += [f"Form check: asked for a named form (五言/七言 绝句/律诗) with {total} held-out titles "
+                  f"(`{sample_name}`), {right} answers had exactly that form ({100 * right / total:.0f}%) and "
+                  f"{rhymed} of them also rhymed ({100 * rhymed / total:.0f}% of all; even verses ending in one "
+                  "rhyme class of modern readings, `minimind.training.rewards`).", ""]
+        if before:
+            lines += ["Before → after the GRPO stage (the same checks, the same seeds):", "",
+                      "| | form | form + rhyme | held-out BPC |", "|---|---|---|---|",
+                      f"| before | {before['right']}/{total} | {before['rhymed']}/{total} | {before['bpc']:.4f} |",
+                      f"| after | {right}/{total} | {rhymed}/{total} | {full.bpc:.4f} |", "",
+                      "On 200 held-out title prompts × 2 answers: `python -m minimind bench --only grpo` "
+                      "(benchmarks/RESULTS.md).", ""]
     settings = ", ".join(f"{k}={v}" for k, v in SAMPLE_PARAMS.items())
     lines += ["## Samples", "", f"Sampling: {settings}, seed = prompt index.", ""]
     for prompt, answer in samples:
         lines += [f"**{prompt.strip()}**", "", "```", answer.strip() or "(empty)", "```", ""]
-    minutes = sum(r.get("wall_s") or 0 for r in (pre, sft)) / 60
+    rhyme = ("Tonal rules are not enforced, and rhyme only as far as a modern-reading proxy rewards it; "
+             if grpo or kept and "reinforcement" in kept else "Rhyme and tonal rules are not enforced; ")
     lines += ["## Limitations", "",
-              f"A {params / 1e6:.1f}M-parameter model trained for {minutes:.0f} minutes on one CPU core: it imitates form and "
+              f"A {params / 1e6:.1f}M-parameter model trained on a CPU: it imitates form and "
               "vocabulary, not meaning. Lines are often grammatical but incoherent and it knows nothing outside "
-              "its corpus. " + ("Rhyme and tonal rules are not enforced; it invents poems and its 'style of' an "
+              "its corpus. " + (rhyme + "it invents poems and its 'style of' an "
                                 "author is loose at best. Requests in other phrasings or in English are poorly "
                                 "understood; answers use traditional characters." if tang else
                                 "Speaker names and stage directions are invented freely; it writes Early Modern "

@@ -14,5 +14,6 @@ W=work/tang
 base=$(train_or_resume scripts/tang_pretrain.yaml $W/pretrain)
 [ -f $W/chat.jsonl ] || python -m scripts.make_tang_chat --out $W/chat.jsonl
 chat=$(train_or_resume scripts/tang_sft.yaml $W/sft --set model.init_from=$base)
-python -m scripts.finalize tang --model "$chat" --pretrain-run $W/pretrain --sft-run $W/sft \
-  --out checkpoints/minimind-tang --command "bash scripts/train_tang.sh"
+poet=$(train_or_resume scripts/tang_grpo.yaml $W/grpo --set model.init_from=$chat)
+python -m scripts.finalize tang --model "$poet" --pretrain-run $W/pretrain --sft-run $W/sft --grpo-run $W/grpo \
+  --before "$chat" --out checkpoints/minimind-tang --command "bash scripts/train_tang.sh"

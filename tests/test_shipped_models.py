@@ -111,6 +111,22 @@ def test_tang_answers_with_a_well_formed_poem():
     assert "\ufffd" not in answer and "<|" not in answer
 
 
+def test_tang_form_check_matches_the_model_card():
+    """The card's form check (one seeded answer to each of 30 held-out title requests: in the
+    requested form, and rhyming too), re-run on the shipped weights."""
+    from scripts.finalize import form_accuracy
+
+    folder = _folder("minimind-tang")
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    stated = re.search(r"with (\d+) held-out titles.*?, (\d+) answers had exactly that form.*? and (\d+) of them also "
+                       r"rhymed", card)
+    assert stated, "no form check on the card"
+    total, right, rhymed = (int(g) for g in stated.groups())
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    got = form_accuracy(model, load_tokenizer_for(folder), folder / "heldout_sample.jsonl", n=total)
+    assert got[2] == total and abs(got[0] - right) <= 1 and abs(got[1] - rhymed) <= 2, (got, (right, rhymed, total))
+
+
 def test_shakespeare_continues_in_english_verse():
     folder = _folder("minimind-shakespeare")
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
