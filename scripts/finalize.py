@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import time
 from pathlib import Path
@@ -299,7 +298,7 @@ def render_card(kind, args, config, params, size_mb, vocab, full, fast, sample_n
               f"or `python -m minimind chat --model checkpoints/{args.out.name}`"
               + ("" if tang else " (better: `minimind.generation.complete` for plain continuation)") + ".", "",
               "## Model", "",
-              f"| preset | parameters | layers | width | heads (q/kv) | FFN | context | vocabulary | weights |",
+              "| preset | parameters | layers | width | heads (q/kv) | FFN | context | vocabulary | weights |",
               "|---|---|---|---|---|---|---|---|---|",
               f"| `{pre.get('preset') or preset_of(config)}` | {params / 1e6:.1f}M | {config.num_hidden_layers} | {config.hidden_size} | "
               f"{config.num_attention_heads}/{config.num_key_value_heads} | {config.intermediate_size} | "

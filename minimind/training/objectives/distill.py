@@ -13,7 +13,6 @@ tokenizer: a token id has to mean the same piece of text to both.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from ...errors import ConfigError
 from ...evaluate import token_logprobs
