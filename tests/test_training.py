@@ -204,11 +204,8 @@ class _StepClock:
         return getattr(time, name)
 
 
-def test_time_budget_holds_the_whole_run_to_the_wall_clock(tmp_path, tokenizer_dir, monkeypatch):
-    """On the trainer's own clock (1/8 s a micro-batch, 1/50 s a validation batch, 1/2 s a save: exact
-    on any machine) a 6 s budget counts from the call to train(): the probes size the run, measured
-    steps, evaluations and saves re-size it, and the run ends, final evaluation and save included,
-    within the budget and less than one step short of it."""
+def _fake_clock(monkeypatch) -> "_StepClock":
+    """The trainer's own clock: 1/8 s a micro-batch, 1/50 s a validation batch, 1/2 s a save."""
     clock = _StepClock(per_batch=0.125)
     real_loss, real_eval, real_save = LanguageModel.loss, LanguageModel.evaluate, training_loop.save_checkpoint
 
@@ -232,6 +229,15 @@ def test_time_budget_holds_the_whole_run_to_the_wall_clock(tmp_path, tokenizer_d
     monkeypatch.setattr(LanguageModel, "loss", timed_loss)
     monkeypatch.setattr(LanguageModel, "evaluate", timed_eval)
     monkeypatch.setattr(training_loop, "save_checkpoint", timed_save)
+    return clock
+
+
+def test_time_budget_holds_the_whole_run_to_the_wall_clock(tmp_path, tokenizer_dir, monkeypatch):
+    """On the trainer's own clock (1/8 s a micro-batch, 1/50 s a validation batch, 1/2 s a save: exact
+    on any machine) a 6 s budget counts from the call to train(): the probes size the run, measured
+    steps, evaluations and saves re-size it, and the run ends, final evaluation and save included,
+    within the budget and less than one step short of it."""
+    clock = _fake_clock(monkeypatch)
     corpus = write_text_corpus(tmp_path)
     cfg = make_config(tmp_path, [corpus], model__tokenizer=str(tokenizer_dir), max_steps=0, time_budget_s=6.0,
                       compile="off", eval_every=8, save_every=16)
@@ -242,3 +248,23 @@ def test_time_budget_holds_the_whole_run_to_the_wall_clock(tmp_path, tokenizer_d
     assert "run re-sized to" in log
     assert status["state"] == "finished" and status["step"] == status["total"]
     assert 6.0 - 0.125 < used <= 6.0, (used, status["step"], log)
+
+
+def test_a_re_size_after_an_evaluation_keeps_that_evaluation(tmp_path, tokenizer_dir, monkeypatch):
+    """With automatic intervals a re-size changes eval_every. When steps turn twice as slow midway,
+    the re-size after the next evaluation halves the run and its interval; the evaluation that was
+    due at that step still happens: every re-size after the first follows one."""
+    clock = _fake_clock(monkeypatch)
+    corpus = write_text_corpus(tmp_path)
+    cfg = make_config(tmp_path, [corpus], model__tokenizer=str(tokenizer_dir), max_steps=0, time_budget_s=20.0,
+                      compile="off", eval_every=0, save_every=0, eval_batches=1)
+
+    def slower_from_40(step, total, info):
+        if step == 40:
+            clock.per_batch = 0.25
+
+    assert train(cfg, progress=slower_from_40)["state"] == "finished"
+    run = RunDir(tmp_path / "run")
+    resized = [line for line in run.log_file.read_text().splitlines() if "run re-sized to" in line]
+    evaluated = sorted(r["step"] for r in run.read_metrics() if "val_loss" in r)
+    assert len(evaluated) >= len(resized), (resized, evaluated)  # one per re-size after the first + the last

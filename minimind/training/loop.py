@@ -264,12 +264,15 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         now = time.perf_counter()
         elapsed = now - run_start
         state["elapsed_s"] = elapsed
+        # due by the intervals this step ran under: a re-size below changes them, and must not
+        # skip the evaluation (or save) it was planned around
+        eval_due, save_due = step % eval_every == 0, step % save_every == 0
         if timed:
             timing = dist.means({"step_s": now - step_start, "left_s": budget.left(now)}, info)  # one all-reduce
             budget.record_step(timing["step_s"], step - state_start)  # all ranks agree ...
             seconds_left = timing["left_s"]  # ... on one figure
-            resize = budget.due(evaluated=step % eval_every == 0)
-            if resize or budget.no_time_for_another(seconds_left, step % eval_every == 0, step % save_every == 0):
+            resize = budget.due(evaluated=eval_due)
+            if resize or budget.no_time_for_another(seconds_left, eval_due, save_due):
                 left = 0 if not resize else budget.steps_left(seconds_left, eval_every, save_every,
                                                               budget.eval_s or 0.0)
                 max_steps = step + left if left else step
@@ -292,10 +295,10 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
             window_start = time.perf_counter()
         if progress and main:
             progress(step, max_steps, {"loss": step_loss, "lr": lr, "tokens_per_s": tokens_per_s, "eta_s": eta})
-        if step % eval_every == 0 or last:
+        if eval_due or last:
             last_eval = do_eval(step)
         stop_now = stop.requested or (info.enabled and dist.mean(float(stop.requested), info) > 0)
-        if step % save_every == 0 or last or stop_now:
+        if save_due or last or stop_now:
             do_save(step)
         if main and (now - last_status > 1.0 or last or stop_now):
             last_status = now
