@@ -218,7 +218,7 @@ def test_no_text_parameter_reads_a_folder_outside_the_workspace(studio):
         params = info["parameters"]
         for i, param in enumerate(params):
             label = param["label"].get("key") if isinstance(param["label"], dict) else param["label"]
-            if param["type"].get("type") != "string" or label in ("message", "system"):
+            if param["type"].get("type") != "string" or label in ("message", "system", "system_optional"):
                 continue  # free text for the model, not a name
             for value in values:
                 args = _arguments(info, bait / "train.log")

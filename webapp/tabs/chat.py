@@ -8,7 +8,7 @@ import gradio as gr
 from minimind.errors import SamplingError
 from minimind.generation import SamplingParams, chat
 
-from ..context import AppContext, user_errors, user_errors_gen
+from ..context import AppContext, user_errors_gen
 from ..i18n import t
 
 
@@ -115,35 +115,54 @@ def model_defaults(ctx: AppContext, model_id: str | None) -> SamplingParams:
         return SamplingParams()
 
 
+def model_label(ctx: AppContext, model_id: str | None) -> str:
+    """The name a model goes by on the page (its dropdown label), for a chat pane's header."""
+    for label, offered_id in ctx.model_choices():
+        if offered_id == model_id:
+            return label
+    return model_id or ""
+
+
 def build(ctx: AppContext) -> None:
+    """The conversation first (panes, message box, buttons), the model and settings beside it:
+    the message box is the tab's first input; the system prompt and sampling sit in Settings."""
     choices = ctx.model_choices()
     default = choices[0][1] if choices else None
     start = model_defaults(ctx, default)
-    with gr.Row():
-        model = gr.Dropdown(choices, value=default, label=t("model"), elem_id="chat-model", scale=3,
-                            allow_custom_value=True)
-        side_by_side = gr.Checkbox(value=False, label=t("side_by_side"), elem_id="chat-side-by-side")
-        model_b = gr.Dropdown(choices, value=default, label=t("model_b"), visible=False, scale=3,
-                              allow_custom_value=True)
-    system = gr.Textbox(label=t("system"), placeholder="你是一位唐代诗人。", lines=1)
-    with gr.Row():
-        temperature = gr.Slider(0.0, 2.0, value=start.temperature, step=0.05, label=t("temperature"))
-        top_p = gr.Slider(0.05, 1.0, value=start.top_p, step=0.05, label=t("top_p"))
-        top_k = gr.Slider(0, 200, value=start.top_k, step=1, label=t("top_k"))
-        max_new = gr.Slider(8, 1024, value=min(max(start.max_new_tokens, 8), 1024), step=8,
-                            label=t("max_new_tokens"))
-        repetition = gr.Slider(1.0, 2.0, value=start.repetition_penalty, step=0.05, label=t("repetition_penalty"))
-    with gr.Row():
-        chatbot = gr.Chatbot(label="A", height=420, elem_id="chatbot")
-        chatbot_b = gr.Chatbot(label="B", height=420, visible=False, elem_id="chatbot-b")
-    message = gr.Textbox(label=t("message"), placeholder="以《春夜》为题写一首五言绝句", elem_id="chat-input")
-    with gr.Row():
-        send = gr.Button(t("send"), variant="primary", elem_id="chat-send")
-        regen = gr.Button(t("regenerate"), elem_id="chat-regenerate")
-        clear = gr.Button(t("clear"), elem_id="chat-clear")
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3, min_width=480):
+            with gr.Row():  # each pane is headed by the name of the model that answers in it
+                chatbot = gr.Chatbot(label=model_label(ctx, default), height=420, elem_id="chatbot")
+                chatbot_b = gr.Chatbot(label=model_label(ctx, default), height=420, visible=False,
+                                       elem_id="chatbot-b")
+            message = gr.Textbox(label=t("message"), placeholder=t("message_placeholder"), lines=1,
+                                 max_lines=6, elem_id="chat-input")  # one line: Enter sends
+            with gr.Row():
+                send = gr.Button(t("send"), variant="primary", elem_id="chat-send")
+                regen = gr.Button(t("regenerate"), elem_id="chat-regenerate")
+                clear = gr.Button(t("clear"), elem_id="chat-clear")
+        with gr.Column(scale=1, min_width=280, elem_id="chat-side"):
+            model = gr.Dropdown(choices, value=default, label=t("model"), elem_id="chat-model",
+                                allow_custom_value=True)
+            side_by_side = gr.Checkbox(value=False, label=t("side_by_side"), elem_id="chat-side-by-side")
+            model_b = gr.Dropdown(choices, value=default, label=t("model_b"), visible=False,
+                                  allow_custom_value=True, elem_id="chat-model-b")
+            with gr.Accordion(t("chat_settings"), open=False, elem_id="chat-settings"):
+                # several lines: Enter starts a new line here, it does not look like (or act as) a send box
+                system = gr.Textbox(label=t("system_optional"), placeholder=t("system_placeholder"),
+                                    lines=3, max_lines=8, elem_id="chat-system")
+                temperature = gr.Slider(0.0, 2.0, value=start.temperature, step=0.05, label=t("temperature"))
+                top_p = gr.Slider(0.05, 1.0, value=start.top_p, step=0.05, label=t("top_p"))
+                top_k = gr.Slider(0, 200, value=start.top_k, step=1, label=t("top_k"))
+                max_new = gr.Slider(8, 1024, value=min(max(start.max_new_tokens, 8), 1024), step=8,
+                                    label=t("max_new_tokens"))
+                repetition = gr.Slider(1.0, 2.0, value=start.repetition_penalty, step=0.05,
+                                       label=t("repetition_penalty"))
 
     side_by_side.change(lambda on: (gr.update(visible=on), gr.update(visible=on)), [side_by_side],
                         [model_b, chatbot_b], api_name=False)
+    model.change(lambda m: gr.update(label=model_label(ctx, m)), [model], [chatbot], api_name=False)
+    model_b.change(lambda m: gr.update(label=model_label(ctx, m)), [model_b], [chatbot_b], api_name=False)
     controls = [model, model_b, side_by_side, system, temperature, top_p, top_k, max_new, repetition]
     handler = user_errors_gen(lambda *a: respond(ctx, *a))
     send.click(handler, [message, chatbot, chatbot_b] + controls, [message, chatbot, chatbot_b], api_name="chat")
