@@ -263,7 +263,7 @@ def test_cli_prints_a_table_and_reports_failures(model_dir, tmp_path, capsys):
     assert code == 0, out
     table = out[out.index("format  "):]
     assert "perplexity" in table and "llama" in table and "gguf-q8_0" in table and "32/32" in table
-    assert (tmp_path / "out" / "gguf-q8_0" / "model-q8_0.gguf").is_file()
+    assert (tmp_path / "out" / "gguf-q8_0" / f"{model_dir.name}-q8_0.gguf").is_file()  # named after the model
     assert main(["export", "--model", str(model_dir), "--format", "merged", "--out", str(tmp_path / "o2"),
                  "--no-verify"]) == 2
     assert "FAILED: format 'merged' needs a LoRA adapter" in capsys.readouterr().out

@@ -47,6 +47,8 @@ EN = {
     "message_placeholder": "Type a request and press Enter, e.g. 以《春夜》为题写一首五言绝句",
     "regenerate": "Regenerate", "clear": "Clear", "side_by_side": "Side by side (two models)",
     "formats": "Formats", "eval_file": "Held-out text for perplexity (optional)", "export": "Export",
+    "eval_file_info": "Held-out text for perplexity (optional; default: the model's own held-out text, "
+                      "its run's validation split or the sample a shipped model carries)",
     "results": "Results", "downloads": "Downloads", "api": "OpenAI-compatible API",
 }
 
@@ -94,6 +96,7 @@ ZH = {
     "message_placeholder": "输入请求后按回车发送，例如：以《春夜》为题写一首五言绝句",
     "regenerate": "重新生成", "clear": "清空", "side_by_side": "并排对比（两个模型）",
     "formats": "格式", "eval_file": "用于困惑度的留出文本（可选）", "export": "导出",
+    "eval_file_info": "用于困惑度的留出文本（可选；默认用模型自己的留出文本：训练运行的验证集，或随模型附带的样本）",
     "results": "结果", "downloads": "下载", "api": "OpenAI 兼容接口",
 }
 

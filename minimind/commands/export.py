@@ -28,7 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"comma-separated formats: {', '.join(FORMATS)}, or 'all'")
     p.add_argument("--out", required=True, help="folder that receives one subfolder per format")
     p.add_argument("--eval-file", default=None,
-                   help="held-out text (.txt lines or .jsonl records) for perplexity; default: a built-in sample")
+                   help="held-out text (.txt lines or .jsonl records) for perplexity; default: the model's own "
+                        "held-out text (its run's validation split, else the heldout_sample it ships with)")
     p.add_argument("--eval-chars", type=int, default=EVAL_CHARS, help="use at most this many characters of it")
     p.add_argument("--dtype", choices=DTYPES, default=None,
                    help="float dtype of hf/llama/merged weights and of the unquantized parts of int8/bnb "
@@ -109,8 +110,7 @@ def run(args) -> int:
                          f"{r.greedy_match}/{r.greedy_tokens}", str(r.path)))
     scored = [r for r in results if r.source_perplexity is not None]
     if scored:
-        print(f"source perplexity {scored[0].source_perplexity:.4g}"
-              f" on {Path(args.eval_file).name if args.eval_file else 'the built-in sample text'}")
+        print(f"source perplexity {scored[0].source_perplexity:.4g} on {scored[0].eval_name}")
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])

@@ -13,7 +13,8 @@ and `gguf` write; `verify` reloads and compares; `card` writes the README;
 
 from .exporter import ExportResult, export, export_many, export_one
 from .formats import DTYPES, FORMATS, FormatSpec, Tolerance
+from .heldout import default_eval_text, model_name
 from .source import Source, load_source
 
-__all__ = ["DTYPES", "FORMATS", "ExportResult", "FormatSpec", "Source", "Tolerance", "export",
-           "export_many", "export_one", "load_source"]
+__all__ = ["DTYPES", "FORMATS", "ExportResult", "FormatSpec", "Source", "Tolerance", "default_eval_text",
+           "export", "export_many", "export_one", "load_source", "model_name"]

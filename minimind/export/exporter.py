@@ -18,6 +18,7 @@ from ..errors import ExportError
 from .card import write_card
 from .formats import DTYPES, FORMATS, tolerance_for
 from .gguf import write_gguf
+from .heldout import default_eval_text, model_name
 from .hf import write_hf
 from .llama import require_dense, write_llama
 from .merged import default_merged_as, write_merged
@@ -45,6 +46,7 @@ class ExportResult:
     seconds: float = 0.0         # writing time
     verify_seconds: float = 0.0
     error: str | None = None     # set by export_many when this format failed
+    eval_name: str | None = None  # what the perplexities were measured on
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -91,7 +93,8 @@ def check_applies(fmt: str, src: Source) -> None:
                           "(or give the adapter folder as --model)")
 
 
-def _write(fmt: str, src: Source, folder: Path, dtype: str | None, merged_as: str | None) -> Path:
+def _write(fmt: str, src: Source, folder: Path, dtype: str | None, merged_as: str | None,
+           stem: str = "model") -> Path:
     model, tok = src.model, src.tokenizer
     check_applies(fmt, src)
     if fmt == "hf":
@@ -104,7 +107,7 @@ def _write(fmt: str, src: Source, folder: Path, dtype: str | None, merged_as: st
         return write_int8(model, tok, folder, dtype)
     if fmt.startswith("bnb-"):
         return write_bnb(model, tok, folder, fmt, dtype)
-    return write_gguf(model, tok, folder, fmt.split("-", 1)[1])
+    return write_gguf(model, tok, folder, fmt.split("-", 1)[1], stem=stem)
 
 
 def _publish(partial: Path, out_dir: Path, overwrite: bool) -> None:
@@ -122,8 +125,11 @@ def _publish(partial: Path, out_dir: Path, overwrite: bool) -> None:
 
 def export_one(src: Source, reference: Reference | None, fmt: str, out_dir: str | Path, *,
                dtype: str | None = None, merged_as: str | None = None, overwrite: bool = False,
-               eval_name: str = "the held-out text") -> ExportResult:
-    """Write one format of an already loaded source to `out_dir`, verify it against `reference`."""
+               eval_name: str = "the held-out text", name: str | None = None) -> ExportResult:
+    """Write one format of an already loaded source to `out_dir`, verify it against `reference`.
+
+    `name` (default: the model's or run's name, see `heldout.model_name`) names a GGUF file
+    `<name>-<quant>.gguf`."""
     check_request([fmt], dtype, merged_as)
     out_dir = Path(out_dir)
     if out_dir.exists() and not overwrite:
@@ -133,7 +139,8 @@ def export_one(src: Source, reference: Reference | None, fmt: str, out_dir: str 
     shutil.rmtree(partial, ignore_errors=True)
     try:
         start = time.perf_counter()
-        artifact = _write(fmt, src, partial, dtype, merged_as)
+        stem = name or model_name(src.folder, src.adapter)
+        artifact = _write(fmt, src, partial, dtype, merged_as, stem)
         seconds = time.perf_counter() - start
         files = sorted(p.name for p in partial.iterdir() if p.is_file() and p.name != "README.md")
         result = ExportResult(
@@ -158,6 +165,7 @@ def export_one(src: Source, reference: Reference | None, fmt: str, out_dir: str 
             if not verdict.passed:
                 raise ExportError(f"{fmt} export failed verification: {'; '.join(verdict.problems)}")
         _publish(partial, out_dir, overwrite)
+        result.eval_name = eval_name if reference is not None else None
         write_card(out_dir, result, tolerance, eval_name)
         return result
     finally:
@@ -167,27 +175,29 @@ def export_one(src: Source, reference: Reference | None, fmt: str, out_dir: str 
 def export_many(source: str | Path, formats: Iterable[str], out_root: str | Path, *,
                 adapter: str | Path | None = None, dtype: str | None = None, merged_as: str | None = None,
                 eval_text: str | list[str] | None = None, eval_name: str | None = None, verify: bool = True,
-                overwrite: bool = False,
+                overwrite: bool = False, name: str | None = None,
                 on_result: Callable[[ExportResult], None] | None = None) -> list[ExportResult]:
     """Export `source` to each format in `out_root/<format>/`, loading and scoring the source once.
 
     A format that fails (not applicable, or failed verification) gets a result with
-    `error` set and the others still run; any other exception propagates.
+    `error` set and the others still run; any other exception propagates. Without
+    `eval_text` the exports are scored on the model's own held-out text (see
+    `heldout.default_eval_text`); each result's `eval_name` says which text it was.
     """
     formats = check_request(formats, dtype, merged_as)
     src = load_source(source, adapter)
     reference = None
+    eval_text, label = resolve_eval_text(src, eval_text, eval_name)
     if verify:
         reference = make_reference(src.reference_model(), src.tokenizer, as_documents(eval_text))
-    name = eval_name or ("the built-in sample text" if eval_text is None else "the held-out text")
     results = []
     for fmt in formats:
         try:
             result = export_one(src, reference, fmt, Path(out_root) / fmt, dtype=dtype, merged_as=merged_as,
-                                overwrite=overwrite, eval_name=name)
+                                overwrite=overwrite, eval_name=label, name=name)
         except ExportError as err:
             result = ExportResult(format=fmt, folder=Path(out_root) / fmt, path=Path(out_root) / fmt, files=[],
-                                  size_bytes=0, source=str(src.folder), error=str(err))
+                                  size_bytes=0, source=str(src.folder), error=str(err), eval_name=label)
         results.append(result)
         if on_result is not None:
             on_result(result)
@@ -196,7 +206,8 @@ def export_many(source: str | Path, formats: Iterable[str], out_root: str | Path
 
 def export(source: str | Path, fmt: str, out_dir: str | Path, *, adapter: str | Path | None = None,
            dtype: str | None = None, merged_as: str | None = None, eval_text: str | list[str] | None = None,
-           eval_name: str | None = None, verify: bool = True, overwrite: bool = False) -> ExportResult:
+           eval_name: str | None = None, verify: bool = True, overwrite: bool = False,
+           name: str | None = None) -> ExportResult:
     """Export `source` (a MiniMind folder, or a LoRA adapter folder) as `fmt` into `out_dir`.
 
     Raises ExportError if the format does not apply or the reloaded export fails verification.
@@ -204,7 +215,14 @@ def export(source: str | Path, fmt: str, out_dir: str | Path, *, adapter: str | 
     check_request([fmt], dtype, merged_as)
     src = load_source(source, adapter)
     check_applies(fmt, src)
+    eval_text, label = resolve_eval_text(src, eval_text, eval_name)
     reference = make_reference(src.reference_model(), src.tokenizer, as_documents(eval_text)) if verify else None
-    name = eval_name or ("the built-in sample text" if eval_text is None else "the held-out text")
     return export_one(src, reference, fmt, out_dir, dtype=dtype, merged_as=merged_as, overwrite=overwrite,
-                      eval_name=name)
+                      eval_name=label, name=name)
+
+
+def resolve_eval_text(src: Source, eval_text, eval_name: str | None) -> tuple[str | list[str], str]:
+    """(held-out text, what it is): the given text, else the model's own held-out text."""
+    if eval_text is None:
+        return default_eval_text(src.folder, src.adapter)
+    return eval_text, eval_name or "the held-out text"

@@ -32,8 +32,8 @@ GGUF_TYPES = ("f16", "q8_0")
 Q8_BLOCK = 32
 
 
-def gguf_file_name(qtype: str) -> str:
-    return f"model-{qtype}.gguf"
+def gguf_file_name(qtype: str, stem: str = "model") -> str:
+    return f"{stem}-{qtype}.gguf"
 
 
 def rotary_to_interleaved(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -102,15 +102,15 @@ def _encode(array: np.ndarray, qtype: str):
     return array.astype(np.float16), None
 
 
-def write_gguf(model, tokenizer, out_dir: Path, qtype: str, name: str = "MiniMind") -> Path:
-    """Write `out_dir/model-<qtype>.gguf` (qtype "f16" or "q8_0") for a dense model."""
+def write_gguf(model, tokenizer, out_dir: Path, qtype: str, name: str = "MiniMind", stem: str = "model") -> Path:
+    """Write `out_dir/<stem>-<qtype>.gguf` (qtype "f16" or "q8_0") for a dense model."""
     import gguf
 
     config = model.config
     require_dense(config, f"gguf-{qtype}")
     llama = config.to_llama_dict()
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / gguf_file_name(qtype)
+    path = out_dir / gguf_file_name(qtype, stem)
 
     writer = gguf.GGUFWriter(path, "llama")
     writer.add_name(name)

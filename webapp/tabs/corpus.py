@@ -58,7 +58,7 @@ def inspect(ctx: AppContext, uploads, sample, kind, text_field, split, strict):
     try:
         stats = inspect_corpus(files, _data_config(ctx, kind, text_field, split, strict), _tokenizer(ctx))
     except CorpusError as err:
-        return ("**This corpus cannot be used yet.**", _histogram(None), _samples([]),
+        return ("**This corpus cannot be used yet.**", _histogram_plot(None), _samples([]),
                 f"❌ {err}", files)
     units = unit(stats.kind)
     rows = [f"**Kind:** {stats.kind}", f"**{units.capitalize()}:** {stats.documents:,}",
@@ -80,15 +80,43 @@ def inspect(ctx: AppContext, uploads, sample, kind, text_field, split, strict):
     problems += [f"- ⚠️ {w}" for w in stats.warnings]
     if stats.empty:
         problems.append(f"- {stats.empty:,} empty documents dropped")
-    return ("\n\n".join(rows), _histogram(stats.length_histogram), _samples(stats.samples, stats.kind),
+    return ("\n\n".join(rows), _histogram_plot(stats.length_histogram), _samples(stats.samples, stats.kind),
             "\n".join(problems) or "No problems found.", files)
 
 
+HISTOGRAM_BARS = 10  # at most this many bars: their labels stay readable side by side
+CORPORA_COLUMNS = ["corpus", "kind", "documents", "tokenizer"]
+
+
+def _short(n: float) -> str:
+    """A compact length label: 840, 1.2k, 15k."""
+    if n < 1000:
+        return f"{n:.0f}"
+    if n < 10_000:
+        return f"{n / 1000:.1f}".rstrip("0").rstrip(".") + "k"
+    return f"{n / 1000:.0f}k"
+
+
 def _histogram(hist) -> pd.DataFrame:
+    """Bars of document lengths: at most HISTOGRAM_BARS, adjacent bins merged, labelled by their
+    compact range ("120-240"); the last bar also holds the longest outliers ("≥ 1.2k")."""
     if not hist or not hist.counts:
         return pd.DataFrame({"length": [], "documents": []})
-    labels = [f"{hist.edges[i]:.0f}-{hist.edges[i + 1]:.0f}" for i in range(len(hist.counts))]
-    return pd.DataFrame({"length": labels, "documents": hist.counts})
+    step = -(-len(hist.counts) // HISTOGRAM_BARS)  # ceil: bins merged per bar
+    labels, counts = [], []
+    for i in range(0, len(hist.counts), step):
+        j = min(i + step, len(hist.counts))
+        last = j == len(hist.counts)
+        labels.append(f"≥ {_short(hist.edges[i])}" if last and i else
+                      f"{_short(hist.edges[i])}-{_short(hist.edges[j])}")
+        counts.append(sum(hist.counts[i:j]))
+    return pd.DataFrame({"length": labels, "documents": counts})
+
+
+def _histogram_plot(hist):
+    """The bar plot's new value, its bars kept in length order (the plot would sort the labels as text)."""
+    frame = _histogram(hist)
+    return gr.BarPlot(value=frame, sort=list(frame["length"]) or None)
 
 
 def _samples(samples: list[str], kind: str | None = None) -> pd.DataFrame:
@@ -99,7 +127,7 @@ def _samples(samples: list[str], kind: str | None = None) -> pd.DataFrame:
     if kind == "prompts":
         parts = [pair_sample(s) for s in samples]
         return pd.DataFrame(parts, columns=["prompt"] + [f for f in PARAM_FIELDS if any(f in p for p in parts)])
-    return pd.DataFrame({"sample": samples})
+    return pd.DataFrame({"sample": list(samples)}, columns=["sample"])
 
 
 def save(ctx: AppContext, name, files, kind, text_field, split, strict, train_tok, vocab):
@@ -127,7 +155,7 @@ def corpora_table(ctx: AppContext) -> pd.DataFrame:
              "documents": c.get("summary", {}).get("documents", 0),
              "tokenizer": "yes" if (ctx.workspace.corpora / c["name"] / "tokenizer" / "tokenizer.json").is_file() else ""}
             for c in ctx.workspace.list_corpora()]
-    return pd.DataFrame(rows or [{"corpus": "", "kind": "", "documents": 0, "tokenizer": ""}])
+    return pd.DataFrame(rows, columns=CORPORA_COLUMNS)  # none saved yet: the headers, no blank row
 
 
 def build(ctx: AppContext) -> None:
@@ -145,8 +173,9 @@ def build(ctx: AppContext) -> None:
     inspect_btn = gr.Button(t("inspect"), variant="primary", elem_id="inspect-btn")
     with gr.Row():
         summary = gr.Markdown(elem_id="corpus-summary")
-        histogram = gr.BarPlot(x="length", y="documents", label=t("histogram"), sort=None, height=240)
-    samples = gr.Dataframe(label=t("samples"), wrap=True, max_height=240)
+        histogram = gr.BarPlot(x="length", y="documents", label=t("histogram"), sort=None, height=240,
+                               x_title="characters per document", x_label_angle=-35, elem_id="corpus-histogram")
+    samples = gr.Dataframe(_samples([]), label=t("samples"), wrap=True, max_height=240, elem_id="corpus-samples")
     problems = gr.Markdown(elem_id="corpus-problems")
     with gr.Row():
         name = gr.Textbox(label=t("corpus_name"), placeholder="my-corpus")
@@ -154,7 +183,8 @@ def build(ctx: AppContext) -> None:
         vocab = gr.Number(value=6400, precision=0, label=t("vocab"))
         save_btn = gr.Button(t("save_corpus"), elem_id="save-corpus-btn")
     saved_msg = gr.Markdown(elem_id="corpus-saved")
-    saved = gr.Dataframe(value=lambda: corpora_table(ctx), label=t("saved_corpora"), interactive=False)
+    saved = gr.Dataframe(value=lambda: corpora_table(ctx), label=t("saved_corpora"), interactive=False,
+                         elem_id="saved-corpora")
 
     inspect_btn.click(user_errors(lambda *a: inspect(ctx, *a)),
                       [uploads, sample, kind, text_field, split, strict],

@@ -1,0 +1,149 @@
+"""The text an export is scored on when none is given: the model's own held-out text.
+
+A perplexity means something only on text like the model's training data, so the
+default is looked for in this order:
+1. the validation split of the training run the checkpoint belongs to (a checkpoint
+   at RUN/checkpoints/step-N, with RUN/config.yaml naming a plain-text corpus): the
+   same seeded document split the trainer held out;
+2. the held-out sample a checkpoint ships with (`heldout_sample.jsonl` / `.txt`), of
+   the checkpoint itself, else of the model a run or adapter started from;
+3. only when nothing is known, `verify.DEFAULT_EVAL_TEXT`, labelled as generic text.
+
+Also here: `model_name`, the name exports are given after their model or run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from pathlib import Path
+
+from .verify import DEFAULT_EVAL_TEXT
+
+EVAL_CHARS = 20000  # held-out text is cut to this many characters: enough for a stable perplexity
+SAMPLE_NAMES = ("heldout_sample.jsonl", "heldout_sample.txt")
+GENERIC_NAME = "generic sample text (Tang poems and English verse; not this model's own data)"
+
+
+def run_folder(checkpoint: str | Path) -> Path | None:
+    """RUN for a checkpoint at RUN/checkpoints/<step>, when RUN holds a config.yaml; else None."""
+    checkpoint = Path(checkpoint).resolve()
+    run = checkpoint.parent.parent
+    if checkpoint.parent.name == "checkpoints" and (run / "config.yaml").is_file():
+        return run
+    return None
+
+
+def model_name(model: str | Path, adapter: str | Path | None = None) -> str:
+    """A file-name-safe name for exports of this model: the run's folder name for a run
+    checkpoint, else the model (or adapter) folder's name."""
+    folder = Path(adapter if adapter is not None else model)
+    run = run_folder(folder)
+    name = run.name if run is not None else folder.resolve().name
+    return sanitize(name)
+
+
+def sanitize(name: str, max_len: int = 80) -> str:
+    base = unicodedata.normalize("NFC", str(name)).strip()
+    base = re.sub(r"[^\w.\-]+", "_", base).strip("._-")[:max_len]
+    return base or "model"
+
+
+def _cut(texts, limit: int) -> list[str]:
+    docs, total = [], 0
+    for text in texts:
+        if not text.strip():
+            continue
+        docs.append(text[:limit - total])
+        total += len(docs[-1])
+        if total >= limit:
+            break
+    return docs
+
+
+def _run_config(run: Path) -> dict:
+    import yaml
+
+    try:
+        return yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return {}
+
+
+def validation_text(run: Path, limit: int = EVAL_CHARS) -> list[str]:
+    """The documents a run held out for validation (plain-text corpora only; [] otherwise)."""
+    from ..data import DataConfig
+    from ..data.documents import read_documents
+    from ..data.prepare import split_indices
+    from ..errors import MiniMindError
+
+    data = dict(_run_config(run).get("data") or {})
+    known = set(DataConfig.__dataclass_fields__)
+    try:
+        config = DataConfig(**{k: v for k, v in data.items() if k in known})
+        if not config.files or config.val_fraction <= 0:
+            return []
+        docs = read_documents(config.files, config)
+    except (MiniMindError, OSError, ValueError, TypeError, KeyError):
+        return []
+    if docs.kind != "text":
+        return []
+    _, val_idx = split_indices(len(docs.dataset), config.val_fraction, config.seed)
+    if not len(val_idx):
+        return []
+    return _cut(docs.dataset.select(val_idx)["text"], limit)
+
+
+def shipped_sample(folder: str | Path, limit: int = EVAL_CHARS) -> tuple[list[str], Path] | None:
+    """(documents, file) of the held-out sample shipped in `folder`, or None."""
+    from ..data import iter_texts
+
+    for name in SAMPLE_NAMES:
+        path = Path(folder) / name
+        if path.is_file():
+            try:
+                docs = _cut(iter_texts([str(path)]), limit)
+            except (OSError, UnicodeDecodeError, ValueError, KeyError):
+                continue
+            if docs:
+                return docs, path
+    return None
+
+
+def _origins(model: Path, adapter: Path | None) -> list[Path]:
+    """Folders whose shipped sample fits this model: itself, its adapter's base, its run's start."""
+    folders = [adapter, model] if adapter is not None else [model]
+    for folder in list(folders):
+        if (folder / "adapter_config.json").is_file():
+            try:
+                base = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
+                if base.get("base_model_name_or_path"):
+                    folders.append(Path(base["base_model_name_or_path"]))
+            except (OSError, ValueError):
+                pass
+        run = run_folder(folder)
+        if run is not None:
+            init = (_run_config(run).get("model") or {}).get("init_from")
+            if init:
+                folders.append(Path(init))
+    return folders
+
+
+def default_eval_text(model: str | Path, adapter: str | Path | None = None,
+                      limit: int = EVAL_CHARS) -> tuple[list[str], str]:
+    """(documents, what they are) to score an export of `model` (+ `adapter`) on by default."""
+    model = Path(model)
+    adapter = Path(adapter) if adapter is not None else None
+    for folder in [adapter, model] if adapter is not None else [model]:
+        run = run_folder(folder)
+        if run is not None:
+            docs = validation_text(run, limit)
+            if docs:
+                return docs, f"the validation split of run {run.name} ({len(docs)} held-out documents)"
+    for folder in _origins(model, adapter):
+        found = shipped_sample(folder, limit)
+        if found is not None:
+            docs, path = found
+            return docs, f"{path.parent.name}/{path.name}, the held-out sample shipped with {path.parent.name}"
+    return list(DEFAULT_EVAL_TEXT), GENERIC_NAME
