@@ -42,7 +42,8 @@ def test_corpus_tab_inspects_a_sample_and_saves_it(studio):
     assert "**Kind:** chat" in summary and "**Documents:** 314" in summary
     assert "Chars/token" in summary  # counted with the shipped tokenizer
     assert problems == "No problems found."
-    assert hist["data"] and samples["data"]
+    # the histogram comes as a plot update: its rows, and the bars' order (length order, not as text)
+    assert hist["value"]["data"] and hist["sort"] == [row[0] for row in hist["value"]["data"]] and samples["data"]
     # the inspected files wait in this session; saving copies them into corpora/<name>/
     message, table = client.predict("tang-chat", "auto", "", "paragraph", False, False, 6400,
                                     api_name="/save_corpus")
