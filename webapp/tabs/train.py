@@ -17,6 +17,7 @@ import yaml
 
 from minimind.config import PRESETS
 from minimind.training import RunDir, TrainConfig
+from minimind.training.checkpoint import latest_checkpoint
 from minimind.training.config import MODES as TRAIN_MODES, DistillSection, DpoSection
 from minimind.training.estimate import estimate
 from minimind.training.precision import bf16_supported, describe, pick_device
@@ -30,6 +31,13 @@ from . import grpo
 MODES = list(TRAIN_MODES)  # pretrain, sft, lora, qlora, dpo, distill, grpo
 WEIGHTS = {"full": "", "lora": "lora", "qlora": "qlora"}  # dpo / distill / grpo: what trains -> config adapter
 ADAPTABLE = ("dpo", "distill", "grpo")  # the modes whose weights the page asks for
+STOP_AFTER = ("steps", "minutes")  # how a run's length is given: max_steps, or time_budget_s (minutes × 60)
+MAX_MINUTES = 24 * 60  # the longest time budget the page takes (one day)
+LEGEND_TITLE = "loss on"  # the loss plot's legend title (its entries: train, validation)
+RUN_COLUMNS = ["run", "state", "mode", "step", "val_loss", "val_bpc", "error"]  # the Runs table
+# Words of the trainer's log meant for its command line, and what the page says instead
+PAGE_WORDS = (("; resume with --resume", " — press Resume to continue"),
+              ("(see train.log)", "(see the log below)"))
 
 # Per objective: the series of its metrics plot (metrics.jsonl keys, train then validation) and the
 # latest validation figures of its facts line (status.json key, label, format). "reward_{}" stands
@@ -104,12 +112,15 @@ def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr,
                  rank, alpha, eval_every, weights="full", beta=DpoSection.beta, teacher=None,
                  temperature=DistillSection.temperature, kl_weight=DistillSection.kl_weight,
                  rewards=None, group_size=grpo.DEFAULTS["group_size"], grpo_beta=grpo.DEFAULTS["beta"],
-                 max_new_tokens=grpo.DEFAULTS["max_new_tokens"]) -> TrainConfig:
+                 max_new_tokens=grpo.DEFAULTS["max_new_tokens"], stop_after="steps",
+                 minutes=10.0) -> TrainConfig:
     """The run the page describes. dpo, distill and grpo read `weights` (full, lora or qlora); dpo
     reads `beta`; distill reads `teacher` (an offered full model), `temperature` and `kl_weight` (the
     next-token loss on the data weighs 1 - kl_weight); grpo reads `rewards` (grpo.rewards of the
     config, as a list or JSON text; None: the page's default), `group_size`, `grpo_beta` and
-    `max_new_tokens`, within the page's bounds. Every other input of another mode is ignored."""
+    `max_new_tokens`, within the page's bounds. Every other input of another mode is ignored.
+    `stop_after` "steps" runs `steps` optimizer steps; "minutes" runs for `minutes` of wall-clock
+    time (time_budget_s; max_steps 0: the trainer sizes the run from its measured steps)."""
     if mode not in MODES:
         raise WorkspaceError(f"mode must be one of {', '.join(MODES)}")
     if not corpus:
@@ -127,12 +138,17 @@ def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr,
                              "prompts corpus on the Corpus tab (e.g. the Tang poem prompts sample)")
     if mode != "grpo" and kind == "prompts":
         raise WorkspaceError(f"corpus {corpus!r} holds prompts without answers: train on it with mode grpo")
+    if (stop_after or "steps") not in STOP_AFTER:
+        raise WorkspaceError(f"stop after must be one of {', '.join(STOP_AFTER)} (got {stop_after!r})")
+    timed = stop_after == "minutes"
+    budget_s = round(_number(minutes, "minutes", 0.1, MAX_MINUTES) * 60, 3) if timed else 0.0
     adapter = ""
     if mode in ADAPTABLE:
         if (weights or "full") not in WEIGHTS:
             raise WorkspaceError(f"weights must be one of {', '.join(WEIGHTS)} (got {weights!r})")
         adapter = WEIGHTS[weights or "full"]
-    raw = {"mode": mode, "adapter": adapter, "max_steps": int(steps), "batch_size": int(batch),
+    raw = {"mode": mode, "adapter": adapter, "max_steps": 0 if timed else int(steps), "time_budget_s": budget_s,
+           "batch_size": int(batch),
            "grad_accum": int(accum), "precision": precision, "eval_every": int(eval_every or 0),
            "optim": {"lr": float(lr)},
            "lora": {"rank": int(rank), "alpha": int(alpha)},
@@ -178,7 +194,9 @@ def do_estimate(ctx: AppContext, *args) -> str:
     size = f"`{e.preset}`; " if e.preset else ""
     return (f"**{e.params:,}** parameters ({size}{e.trainable:,} trainable) on {e.device}  \n"
             f"**{e.tokens_per_epoch:,}** tokens per epoch in {e.train_rows:,} training rows  \n"
-            f"**{e.steps:,}** steps × {e.seconds_per_step:.2f}s ≈ **{_duration(e.eta_s)}** (speed probe)")
+            f"**{e.steps:,}** steps × {e.seconds_per_step:.2f}s ≈ **{_duration(e.eta_s)}** (speed probe; "
+            + ("the run fits its steps to the minutes from its measured steps" if config.time_budget_s
+               else "the ETA while it trains comes from its measured steps") + ")")
 
 
 def start(ctx: AppContext, *args):
@@ -203,9 +221,7 @@ def _duration(seconds) -> str:
 def watch(ctx: AppContext, run_id):
     """Everything the page shows about one run, read from its folder."""
     ctx.jobs.refresh()
-    table = [{**row, "error": without_paths(row["error"])} for row in ctx.jobs.table()]
-    runs = pd.DataFrame(table or [{"run": "", "state": "", "mode": "", "step": "", "val_loss": None,
-                                   "val_bpc": None, "error": ""}])
+    runs = runs_table(ctx)
     queue = ctx.jobs.queue()
     queue_md = "**Queue:** " + (", ".join(queue) if queue else "empty")
     if not run_id:
@@ -231,21 +247,71 @@ def watch(ctx: AppContext, run_id):
         facts.append(f"**Val loss:** {s['val_loss']:.4f}" + (f" · **BPC:** {s['val_bpc']:.3f}" if s.get("val_bpc") else ""))
     facts += objective_facts(s, run_objective(run, s))
     if s.get("error"):
-        facts.append(f"❌ **Error:** {without_paths(s['error'])}")
+        facts.append(f"❌ **Error:** {page_words(without_paths(s['error']))}")
     if s.get("final_checkpoint"):
         facts.append(f"**Model:** `{Path(s['final_checkpoint']).relative_to(ctx.workspace.root)}`")
-    return (bar, " · ".join(facts), _curve(run), without_paths(run.log_tail(15)), runs, queue_md,
+    return (bar, " · ".join(facts), _curve(run), page_words(without_paths(run.log_tail(15))), runs, queue_md,
             gr.update(choices=run_choices(ctx), value=run_id))
 
 
-def _curve(run: RunDir) -> pd.DataFrame:
+def runs_table(ctx: AppContext) -> pd.DataFrame:
+    """Every run of the workspace, newest first; before the first run, no rows under named columns."""
+    rows = [{**row, "error": page_words(without_paths(row["error"]))} for row in ctx.jobs.table()]
+    return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+
+def page_words(text: str) -> str:
+    """The trainer's log and errors as the page shows them: no command-line hints."""
+    for cli, page in PAGE_WORDS:
+        text = text.replace(cli, page)
+    return text
+
+
+def run_message(ctx: AppContext, run_id) -> str:
+    """The message under the buttons, from the state of the run the page shows (never older news
+    such as "queued to resume" once that run has finished)."""
+    if not run_id:
+        return ""
+    s = RunDir(ctx.workspace.run_dir(run_id)).read_status()
+    state, step = s.get("state"), s.get("step") or 0
+    if state == "queued":
+        queue = ctx.jobs.queue()
+        ahead = queue.index(run_id) if run_id in queue else 0
+        what = f" to resume from step {step}" if s.get("resume") else ""
+        return (f"Queued **{run_id}**{what}; " + (f"{ahead} run(s) ahead of it." if ahead else
+                                                  "it starts when the device is free."))
+    if state == "running":
+        return f"**{run_id}** is training" + (" (resumed)." if s.get("resume") else ".")
+    if state == "stopping":
+        return f"**{run_id}** is saving a checkpoint and stopping…"
+    if state == "stopped":
+        if step:
+            return f"**{run_id}**: stopped at step {step} — press Resume to continue."
+        return f"**{run_id}**: stopped before its first step — press Resume to start it again."
+    if state == "finished":
+        return (f"**{run_id}** finished: {step} steps. Chat with it on the Chat tab or export it on the "
+                "Export tab.")
+    if state == "failed":
+        kept = latest_checkpoint(RunDir(ctx.workspace.run_dir(run_id)).checkpoints)
+        return (f"**{run_id}** failed (see the error above) — press Resume to "
+                + (f"continue from step {kept.name[5:]}." if kept else "start it again."))
+    return ""
+
+
+def _curve(run: RunDir) -> pd.DataFrame | None:
+    """The loss plot's data: a train and a validation line. Until the first evaluation, the
+    validation line is one point without a value (not drawn): Gradio 6 fixes a plot's lines when
+    it first draws it and leaves a line that first appears in a live update undrawn, so both are
+    there from the start (and the legend names both)."""
     rows = []
     for r in run.read_metrics():
         if "loss" in r:
             rows.append({"step": r["step"], "loss": r["loss"], "series": "train"})
         if "val_loss" in r:
             rows.append({"step": r["step"], "loss": r["val_loss"], "series": "validation"})
-    return pd.DataFrame(rows) if rows else None
+    if rows and not any(row["series"] == "validation" for row in rows):
+        rows.append({"step": rows[0]["step"], "loss": None, "series": "validation"})
+    return pd.DataFrame(rows, columns=["step", "loss", "series"]) if rows else None
 
 
 def run_objective(run: RunDir, status: dict | None = None) -> str:
@@ -369,7 +435,11 @@ def build(ctx: AppContext) -> None:
         # caller sends that list; the page fills it from the boxes above before each click)
         rewards = gr.JSON(grpo.default_spec(), label="rewards", visible=False, elem_id="train-rewards")
     with gr.Row():
+        stop_after = gr.Radio([(t("stop_steps"), "steps"), (t("stop_minutes"), "minutes")], value="steps",
+                              label=t("stop_after"), elem_id="train-stop-after")
         steps = gr.Number(value=steps0, precision=0, label=t("max_steps"), elem_id="train-steps")
+        minutes = gr.Number(value=10, label=t("minutes"), info=t("minutes_info"), minimum=0.1, maximum=MAX_MINUTES,
+                            elem_id="train-minutes", visible=False)
         batch = gr.Number(value=batch0, precision=0, label=t("batch_size"))
         seq_len = gr.Number(value=256, precision=0, label=t("seq_len"))
         lr = gr.Number(value=lr0, label=t("lr"))
@@ -381,7 +451,8 @@ def build(ctx: AppContext) -> None:
         eval_every = gr.Number(value=0, precision=0, label=t("eval_every"))
     # the new inputs go last: a client that sends the first twelve gets the defaults of the rest
     inputs = [base, mode, corpus, steps, batch, seq_len, lr, accum, precision, rank, alpha, eval_every,
-              weights, beta, teacher, temperature, kl_weight, rewards, group_size, grpo_beta, max_new_tokens]
+              weights, beta, teacher, temperature, kl_weight, rewards, group_size, grpo_beta, max_new_tokens,
+              stop_after, minutes]
     with gr.Row():
         estimate_btn = gr.Button(t("estimate"), elem_id="estimate-btn")
         start_btn = gr.Button(t("start"), variant="primary", elem_id="start-btn")
@@ -395,16 +466,17 @@ def build(ctx: AppContext) -> None:
         resume_btn = gr.Button(t("resume"), elem_id="resume-btn")
     progress = gr.HTML(elem_id="train-progress")
     facts = gr.Markdown(elem_id="train-facts")
-    curve = gr.LinePlot(None, x="step", y="loss", color="series", label=t("loss_curve"),
-                        height=300, elem_id="loss-plot")
-    objective_plot = gr.LinePlot(None, x="step", y="value", color="series", label=t("objective_curve"),
-                                 height=300, elem_id="objective-plot", visible=False)
+    # no fixed height: a fixed one clips the legend (below the plot) and hides its names
+    curve = gr.LinePlot(None, x="step", y="loss", color="series", color_title=LEGEND_TITLE, label=t("loss_curve"),
+                        elem_id="loss-plot")
+    objective_plot = gr.LinePlot(None, x="step", y="value", color="series", color_title="metric",
+                                 label=t("objective_curve"), elem_id="objective-plot", visible=False)
     drawn = gr.State([])  # the series the objective plot was last drawn with (see watch_objective)
     rollouts = gr.Dataframe(label=t("rollouts"), interactive=False, wrap=True, elem_id="rollouts-table",
                             visible=False)
     log = gr.Textbox(label=t("log"), lines=8, max_lines=15, elem_id="train-log")
     queue = gr.Markdown()
-    runs = gr.Dataframe(label=t("runs"), interactive=False, elem_id="runs-table")
+    runs = gr.Dataframe(runs_table(ctx), label=t("runs"), interactive=False, elem_id="runs-table")
     timer = gr.Timer(2.0)
 
     def on_mode(m, w):
@@ -418,6 +490,8 @@ def build(ctx: AppContext) -> None:
     for ticked, box in reward_toggles:
         ticked.change(lambda on: gr.update(visible=on), [ticked], [box], api_name=False)
     weights.change(lambda m, w: defaults_for(m, w), [mode, weights], [lr, steps, batch], api_name=False)
+    stop_after.change(lambda how: (gr.update(visible=how != "minutes"), gr.update(visible=how == "minutes")),
+                      [stop_after], [steps, minutes], api_name=False)
     # /watch_run keeps its seven outputs; the objective's plot follows it, for the run it chose
     watch_outputs = [progress, facts, curve, log, runs, queue, run_id]
     spec = dict(fn=grpo.reward_spec, inputs=reward_widgets, outputs=[rewards], api_name=False, show_progress="hidden")
@@ -430,12 +504,16 @@ def build(ctx: AppContext) -> None:
     watcher = user_errors(lambda r: watch(ctx, r))
     objective_watcher = user_errors(lambda r, series: watch_objective(ctx, r, series))
     rollout_watcher = user_errors(lambda r: watch_rollouts(ctx, r))
+    message_watcher = user_errors(lambda r: run_message(ctx, r))
+    quiet = dict(api_name=False, show_progress="hidden")
     refresh_btn.click(watcher, [run_id], watch_outputs, api_name="watch_run").then(
         objective_watcher, [run_id, drawn], [objective_plot, drawn], api_name="watch_objective").then(
-        rollout_watcher, [run_id], [rollouts], api_name="watch_rollouts")
-    timer.tick(watcher, [run_id], watch_outputs, api_name=False, show_progress="hidden").then(
-        objective_watcher, [run_id, drawn], [objective_plot, drawn], api_name=False, show_progress="hidden").then(
-        rollout_watcher, [run_id], [rollouts], api_name=False, show_progress="hidden")
+        rollout_watcher, [run_id], [rollouts], api_name="watch_rollouts").then(
+        message_watcher, [run_id], [message], **quiet)
+    timer.tick(watcher, [run_id], watch_outputs, **quiet).then(
+        objective_watcher, [run_id, drawn], [objective_plot, drawn], **quiet).then(
+        rollout_watcher, [run_id], [rollouts], **quiet).then(
+        message_watcher, [run_id], [message], **quiet)
 
     def choices():
         return (gr.update(choices=base_choices(ctx)), gr.update(choices=corpus_choices(ctx)),
