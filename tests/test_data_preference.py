@@ -332,6 +332,6 @@ def test_corpus_tab_shows_pairs(tmp_path):
     assert "**Kind:** preference" in summary and "**Pairs:** 720" in summary and "720 pairs" in summary
     assert "**Chosen:** mean" in summary and "tokens" in summary
     assert list(samples.columns) == ["prompt", "chosen", "rejected"] and len(samples) == 3
-    assert samples["prompt"][1].startswith("以《") and len(hist) and problems == "No problems found."
+    assert samples["prompt"][1].startswith("以《") and hist.value["data"] and problems == "No problems found."
     message, _ = tab.save(ctx, "dpo", files, "auto", "", "paragraph", True, False, 6400)
     assert "(720 pairs)" in message

@@ -279,7 +279,7 @@ def test_corpus_tab_shows_prompts(tmp_path):
     assert "**With reward fields:** form 2,000" in summary and "**Tokens**" in summary
     assert list(samples.columns) == ["prompt", "form"] and len(samples) == 3
     assert samples["prompt"][0].startswith("以《") and samples["form"][0] in FORMS
-    assert len(hist) and problems == "No problems found."
+    assert hist.value["data"] and problems == "No problems found."
     message, _ = tab.save(ctx, "grpo", files, "auto", "", "paragraph", True, False, 6400)
     assert "(2,000 prompts)" in message
 
