@@ -1,5 +1,13 @@
-"""The page's fixed text in English and Chinese. Gradio picks the language from the
-browser's locale; messages computed on the server (stats, errors) stay English."""
+"""The page's text in English and Chinese.
+
+Fixed labels go through `t()`: Gradio translates them in the browser from its locale. What a
+handler composes at run time (the Device line, run status, corpus statistics, export messages)
+goes through `tr()`, which answers in the language of the request being served (its
+Accept-Language, the same preference the browser's locale follows); without a request (an API
+client sends none, tests call handlers directly) it answers in English. Error messages from the
+library stay English by design."""
+
+import string
 
 import gradio as gr
 
@@ -50,6 +58,70 @@ EN = {
     "eval_file_info": "Held-out text for perplexity (optional; default: the model's own held-out text, "
                       "its run's validation split or the sample a shipped model carries)",
     "results": "Results", "downloads": "Downloads", "api": "OpenAI-compatible API",
+    "split_paragraph": "paragraph", "split_line": "line", "chars_per_doc": "characters per document",
+    # composed at run time (tr): keep every {placeholder} in both languages
+    "device_line": "**Device:** {device}",
+    "new_model_auto": "new model: auto (sized to the number of steps)", "new_model": "new model: {name}",
+    "corpus_unusable": "**This corpus cannot be used yet.**",
+    "c_kind": "**Kind:** {kind}", "c_documents": "**Documents:** {n}", "c_records": "**Records:** {n}",
+    "c_pairs": "**Pairs:** {n}", "c_prompts": "**Prompts:** {n}", "c_conversations": "**Conversations:** {n}",
+    "c_characters": "**Characters:** {n}",
+    "c_tokens": "**Tokens** (shipped tokenizer): {n}", "c_chars_per_token": "**Chars/token:** {v}",
+    "c_reward_fields": "**With reward fields:** {asks}", "none": "none", "binary": "binary",
+    "c_skipped": "Skipped {n} bad records:", "c_empty": "- {n} empty documents dropped",
+    "c_no_problems": "No problems found.",
+    "c_saved": "Saved corpus **{name}** ({n} {units}).",
+    "c_tokenizer": " Tokenizer: {vocab} tokens, {cpt} chars/token, trained in {seconds}s.",
+    "e_estimate": "**{params}** parameters ({size}{trainable} trainable) on {device}  \n"
+                  "**{tokens}** tokens per epoch in {rows} training rows  \n"
+                  "**{steps}** steps × {sps}s ≈ **{eta}** (speed probe; {how})",
+    "e_how_minutes": "the run fits its steps to the minutes from its measured steps",
+    "e_how_steps": "the ETA while it trains comes from its measured steps",
+    "queued": "Queued **{run_id}**.",
+    "p_line": "{state}: step {step}/{total} ({pct}%) · ETA {eta}",
+    "f_state": "**State:** {v}", "f_device": "**Device:** {v}", "f_tokens_s": "**Tokens/s:** {v}",
+    "f_lr": "**LR:** {v}", "f_loss": "**Loss:** {v}", "f_val_loss": "**Val loss:** {v}", "f_bpc": " · **BPC:** {v}",
+    "f_error": "❌ **Error:** {v}", "f_model": "**Model:** {v}",
+    "f_val_accuracy": "**Preference accuracy:** {v}", "f_val_reward_margin": "**Reward margin:** {v}",
+    "f_val_kl_dpo": "**KL to reference:** {v}", "f_val_kl_distill": "**KL to teacher:** {v}",
+    "f_val_ppl": "**Val perplexity:** {v}", "f_val_reward": "**Held-out reward:** {v}",
+    "f_val_answer_tokens": "**Answer tokens:** {v}",
+    "queue_line": "**Queue:** {v}", "empty": "empty",
+    "state_queued": "queued", "state_running": "running", "state_stopping": "stopping", "state_stopped": "stopped",
+    "state_finished": "finished", "state_failed": "failed",
+    "m_queued": "Queued **{run_id}**; {ahead}", "m_queued_resume": "Queued **{run_id}** to resume from step {step}; {ahead}",
+    "m_ahead": "{n} run(s) ahead of it.", "m_next": "it starts when the device is free.",
+    "m_running": "**{run_id}** is training.", "m_running_resumed": "**{run_id}** is training (resumed).",
+    "m_stopping": "**{run_id}** is saving a checkpoint and stopping…",
+    "m_stopped_at": "**{run_id}**: stopped at step {step} — press Resume to continue.",
+    "m_stopped_early": "**{run_id}**: stopped before its first step — press Resume to start it again.",
+    "m_finished": "**{run_id}** finished: {step} steps. Chat with it on the Chat tab or export it on the Export tab.",
+    "m_failed_from": "**{run_id}** failed (see the error above) — press Resume to continue from step {step}.",
+    "m_failed_restart": "**{run_id}** failed (see the error above) — press Resume to start it again.",
+    "x_written": "Exports written to `{folder}`.", "x_measured": " Perplexity measured on {text}.",
+    "x_measured_source": " Perplexity measured on {text}; the source model scores {source} on it.",
+    "x_verified": "verified", "x_failed": "failed: {error}",
+    "dropped_turns": "_(the {n} oldest turns were left out to fit the context)_",
+    # table headers (the column names an API client gets; the zh page shows the translation)
+    "col_run": "run",
+    "col_state": "state",
+    "col_mode": "mode",
+    "col_step": "step",
+    "col_val_loss": "val_loss",
+    "col_val_bpc": "val_bpc",
+    "col_error": "error",
+    "col_corpus": "corpus",
+    "col_kind": "kind",
+    "col_documents": "documents",
+    "col_tokenizer": "tokenizer",
+    "col_format": "format",
+    "col_file": "file",
+    "col_size MB": "size MB",
+    "col_perplexity": "perplexity",
+    "col_source perplexity": "source perplexity",
+    "col_delta %": "delta %",
+    "col_greedy match": "greedy match",
+    "col_status": "status",
 }
 
 ZH = {
@@ -98,6 +170,69 @@ ZH = {
     "formats": "格式", "eval_file": "用于困惑度的留出文本（可选）", "export": "导出",
     "eval_file_info": "用于困惑度的留出文本（可选；默认用模型自己的留出文本：训练运行的验证集，或随模型附带的样本）",
     "results": "结果", "downloads": "下载", "api": "OpenAI 兼容接口",
+    "split_paragraph": "按段落", "split_line": "按行", "chars_per_doc": "每篇文档的字符数",
+    "device_line": "**设备：** {device}",
+    "new_model_auto": "新模型：自动（按步数确定规模）", "new_model": "新模型：{name}",
+    "corpus_unusable": "**这份语料暂时无法使用。**",
+    "c_kind": "**类型：** {kind}", "c_documents": "**文档数：** {n}", "c_records": "**记录数：** {n}",
+    "c_pairs": "**偏好对数：** {n}", "c_prompts": "**提示数：** {n}", "c_conversations": "**对话数：** {n}",
+    "c_characters": "**字符数：** {n}",
+    "c_tokens": "**词元数**（内置分词器）：{n}", "c_chars_per_token": "**每词元字符数：** {v}",
+    "c_reward_fields": "**含奖励字段：** {asks}", "none": "无", "binary": "二进制",
+    "c_skipped": "跳过了 {n} 条错误记录：", "c_empty": "- 丢弃了 {n} 篇空文档",
+    "c_no_problems": "未发现问题。",
+    "c_saved": "已保存语料 **{name}**（{n} {units}）。",
+    "c_tokenizer": " 分词器：{vocab} 个词元，每词元 {cpt} 个字符，训练用时 {seconds} 秒。",
+    "e_estimate": "**{params}** 个参数（{size}其中 {trainable} 个可训练），运行于 {device}  \n"
+                  "每轮 **{tokens}** 个词元，共 {rows} 行训练数据  \n"
+                  "**{steps}** 步 × 每步 {sps} 秒 ≈ **{eta}**（速度探测；{how}）",
+    "e_how_minutes": "训练会按实测每步耗时在给定分钟内确定步数",
+    "e_how_steps": "训练中的剩余时间按实测每步耗时估算",
+    "queued": "已排队 **{run_id}**。",
+    "p_line": "{state}：第 {step}/{total} 步（{pct}%）· 剩余 {eta}",
+    "f_state": "**状态：** {v}", "f_device": "**设备：** {v}", "f_tokens_s": "**词元/秒：** {v}",
+    "f_lr": "**学习率：** {v}", "f_loss": "**损失：** {v}", "f_val_loss": "**验证损失：** {v}",
+    "f_bpc": " · **每字符比特（BPC）：** {v}",
+    "f_error": "❌ **错误：** {v}", "f_model": "**模型：** {v}",
+    "f_val_accuracy": "**偏好准确率：** {v}", "f_val_reward_margin": "**奖励差值：** {v}",
+    "f_val_kl_dpo": "**与参考模型的 KL：** {v}", "f_val_kl_distill": "**与教师模型的 KL：** {v}",
+    "f_val_ppl": "**验证困惑度：** {v}", "f_val_reward": "**留出奖励：** {v}",
+    "f_val_answer_tokens": "**回答词元数：** {v}",
+    "queue_line": "**队列：** {v}", "empty": "空",
+    "state_queued": "排队中", "state_running": "训练中", "state_stopping": "正在停止", "state_stopped": "已停止",
+    "state_finished": "已完成", "state_failed": "失败",
+    "m_queued": "已排队 **{run_id}**；{ahead}", "m_queued_resume": "已排队 **{run_id}**，将从第 {step} 步继续；{ahead}",
+    "m_ahead": "前面还有 {n} 个训练。", "m_next": "设备空闲时即开始。",
+    "m_running": "**{run_id}** 正在训练。", "m_running_resumed": "**{run_id}** 正在训练（已继续）。",
+    "m_stopping": "**{run_id}** 正在保存检查点并停止……",
+    "m_stopped_at": "**{run_id}**：停在第 {step} 步——按“继续”接着训练。",
+    "m_stopped_early": "**{run_id}**：在第一步之前停止——按“继续”重新开始。",
+    "m_finished": "**{run_id}** 已完成：{step} 步。可在“对话”页与它对话，或在“导出”页导出。",
+    "m_failed_from": "**{run_id}** 失败（见上方错误）——按“继续”从第 {step} 步接着训练。",
+    "m_failed_restart": "**{run_id}** 失败（见上方错误）——按“继续”重新开始。",
+    "x_written": "导出文件已写入 `{folder}`。", "x_measured": " 困惑度在 {text} 上测得。",
+    "x_measured_source": " 困惑度在 {text} 上测得；源模型在其上的困惑度为 {source}。",
+    "x_verified": "已验证", "x_failed": "失败：{error}",
+    "dropped_turns": "_（为适应上下文长度，省略了最早的 {n} 轮对话）_",
+    "col_run": "训练",
+    "col_state": "状态",
+    "col_mode": "模式",
+    "col_step": "步数",
+    "col_val_loss": "验证损失",
+    "col_val_bpc": "验证 BPC",
+    "col_error": "错误",
+    "col_corpus": "语料",
+    "col_kind": "类型",
+    "col_documents": "文档数",
+    "col_tokenizer": "分词器",
+    "col_format": "格式",
+    "col_file": "文件",
+    "col_size MB": "大小 MB",
+    "col_perplexity": "困惑度",
+    "col_source perplexity": "源模型困惑度",
+    "col_delta %": "差异 %",
+    "col_greedy match": "贪心解码一致",
+    "col_status": "状态",
 }
 
 I18N = gr.I18n(en=EN, zh=ZH, **{"zh-CN": ZH, "zh-TW": ZH})
@@ -106,3 +241,35 @@ I18N = gr.I18n(en=EN, zh=ZH, **{"zh-CN": ZH, "zh-TW": ZH})
 def t(key: str):
     """A label translated in the browser."""
     return I18N(key)
+
+
+def placeholders(text: str) -> list[str]:
+    """The {names} a message fills in."""
+    return sorted({name for _, name, _, _ in string.Formatter().parse(text) if name})
+
+
+def language(accept_language: str | None = None) -> str:
+    """"zh" or "en": from `accept_language` when given, else from the request being served
+    (its Accept-Language header); English when there is none."""
+    if accept_language is None:
+        from gradio.context import LocalContext
+
+        request = LocalContext.request.get(None)
+        headers = getattr(request, "headers", None)
+        accept_language = headers.get("accept-language", "") if headers is not None else ""
+    first = (accept_language or "").split(",")[0].split(";")[0].strip().lower()
+    return "zh" if first.startswith("zh") else "en"
+
+
+def tr(key: str, lang: str | None = None, **values) -> str:
+    """A message composed on the server, in the language of the request being served."""
+    table = ZH if (lang or language()) == "zh" else EN
+    return table[key].format(**values) if values else table[key]
+
+
+def headed(frame):
+    """A table for the page: its column names in the request's language (English, unchanged,
+    for an API client or a test)."""
+    if language() != "zh":
+        return frame
+    return frame.rename(columns={c: ZH[f"col_{c}"] for c in frame.columns if f"col_{c}" in ZH})

@@ -9,7 +9,7 @@ from minimind.errors import SamplingError
 from minimind.generation import SamplingParams, chat
 
 from ..context import AppContext, user_errors_gen
-from ..i18n import t
+from ..i18n import t, tr
 
 
 def _text(content) -> str | None:
@@ -50,8 +50,7 @@ def _answer(ctx: AppContext, model_id: str, history: list[dict], system: str, pa
     """Yields the growing history with the assistant's answer streaming in."""
     loaded = ctx.models.load(ctx.model_folder(model_id))
     generation = chat(loaded.model, loaded.tokenizer, _messages(history, system), params, engine=loaded.engine)
-    note = (f"\n\n_(the {generation.dropped_turns} oldest turns were left out to fit the context)_"
-            if generation.dropped_turns else "")
+    note = "\n\n" + tr("dropped_turns", n=generation.dropped_turns) if generation.dropped_turns else ""
     history = history + [{"role": "assistant", "content": ""}]
     text = ""
     for piece in generation:

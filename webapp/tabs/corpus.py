@@ -16,7 +16,7 @@ from minimind.data.stats import pair_sample, unit
 from minimind.errors import CorpusError
 
 from ..context import SAMPLES, SAMPLES_DIR, AppContext, user_errors
-from ..i18n import t
+from ..i18n import headed, language, t, tr
 from ..workspace import WorkspaceError
 
 
@@ -58,30 +58,40 @@ def inspect(ctx: AppContext, uploads, sample, kind, text_field, split, strict):
     try:
         stats = inspect_corpus(files, _data_config(ctx, kind, text_field, split, strict), _tokenizer(ctx))
     except CorpusError as err:
-        return ("**This corpus cannot be used yet.**", _histogram_plot(None), _samples([]),
+        return (tr("corpus_unusable"), _histogram_plot(None), _samples([]),
                 f"❌ {err}", files)
     units = unit(stats.kind)
-    rows = [f"**Kind:** {stats.kind}", f"**{units.capitalize()}:** {stats.documents:,}",
-            f"**Characters:** {stats.characters:,}"]
+    count_key = f"c_{units}" if f"c_{units}" in UNIT_WORDS else "c_documents"
+    rows = [tr("c_kind", kind=stats.kind), tr(count_key, n=f"{stats.documents:,}"),
+            tr("c_characters", n=f"{stats.characters:,}")]
     if stats.tokens is not None:
-        rows += [f"**Tokens** (shipped tokenizer): {stats.tokens:,}", f"**Chars/token:** {stats.chars_per_token:.2f}"]
+        rows += [tr("c_tokens", n=f"{stats.tokens:,}"), tr("c_chars_per_token", v=f"{stats.chars_per_token:.2f}")]
     for name, part in stats.parts.items():
         tokens = stats.part_tokens.get(name)
         rows.append(f"**{name.capitalize()}:** {part}" + (f"; {tokens}" if tokens else ""))
     if stats.kind == "prompts":  # for GRPO: what the rewards can check beyond the text
-        asks = ", ".join(f"{name} {n:,}" for name, n in stats.params.items()) or "none"
-        rows.append(f"**With reward fields:** {asks}")
-    rows += [f"- {Path(f.name).name}: {f.format}, {f.encoding or 'binary'}, {f.documents:,} {units}"
+        asks = ", ".join(f"{name} {n:,}" for name, n in stats.params.items()) or tr("none")
+        rows.append(tr("c_reward_fields", asks=asks))
+    rows += [f"- {Path(f.name).name}: {f.format}, {f.encoding or tr('binary')}, {f.documents:,} {unit_word(units)}"
              for f in stats.files]
     problems = []
     if stats.skipped_count:
-        problems.append(f"Skipped {stats.skipped_count:,} bad records:")
+        problems.append(tr("c_skipped", n=f"{stats.skipped_count:,}"))
         problems += [f"- {s}" for s in stats.skipped]
     problems += [f"- ⚠️ {w}" for w in stats.warnings]
     if stats.empty:
-        problems.append(f"- {stats.empty:,} empty documents dropped")
+        problems.append(tr("c_empty", n=f"{stats.empty:,}"))
     return ("\n\n".join(rows), _histogram_plot(stats.length_histogram), _samples(stats.samples, stats.kind),
-            "\n".join(problems) or "No problems found.", files)
+            "\n".join(problems) or tr("c_no_problems"), files)
+
+
+UNIT_WORDS = {"c_documents": ("documents", "篇文档"), "c_pairs": ("pairs", "个偏好对"), "c_prompts": ("prompts", "个提示")}
+
+
+def unit_word(units: str) -> str:
+    """What the library calls a corpus's documents ("documents", "pairs", "prompts"), in the page's language."""
+    en, zh = UNIT_WORDS.get(f"c_{units}", (units, units))
+    return zh if language() == "zh" else en
 
 
 HISTOGRAM_BARS = 10  # at most this many bars: their labels stay readable side by side
@@ -141,13 +151,13 @@ def save(ctx: AppContext, name, files, kind, text_field, split, strict, train_to
     settings = {"kind": kind, "text_field": config.text_field, "split": split, "strict": bool(strict)}
     summary = {"kind": stats.kind, "documents": stats.documents, "characters": stats.characters}
     folder = ctx.workspace.save_corpus(name or Path(files[0]).stem, [Path(f) for f in files], settings, summary)
-    message = f"Saved corpus **{folder.name}** ({stats.documents:,} {unit(stats.kind)})."
+    message = tr("c_saved", name=folder.name, n=f"{stats.documents:,}", units=unit_word(unit(stats.kind)))
     if train_tok:
         stored = [str(folder / Path(f).name) for f in files]
         _, report = train_tokenizer(stored, int(vocab), out_dir=folder / "tokenizer", text_field=config.text_field)
-        message += (f" Tokenizer: {report.vocab_size:,} tokens, {report.chars_per_token:.2f} chars/token, "
-                    f"trained in {report.seconds:.1f}s.")
-    return message, corpora_table(ctx)
+        message += tr("c_tokenizer", vocab=f"{report.vocab_size:,}", cpt=f"{report.chars_per_token:.2f}",
+                      seconds=f"{report.seconds:.1f}")
+    return message, headed(corpora_table(ctx))
 
 
 def corpora_table(ctx: AppContext) -> pd.DataFrame:
@@ -168,13 +178,13 @@ def build(ctx: AppContext) -> None:
             sample = gr.Dropdown(list(SAMPLES), value=None, label=t("sample"))
             kind = gr.Dropdown(list(KINDS), value="auto", label=t("kind"))
             text_field = gr.Textbox(label=t("text_field"), placeholder="text")
-            split = gr.Radio(["paragraph", "line"], value="paragraph", label=t("split"))
+            split = gr.Radio([(t("split_paragraph"), "paragraph"), (t("split_line"), "line")], value="paragraph", label=t("split"))
             strict = gr.Checkbox(value=False, label=t("strict"))
     inspect_btn = gr.Button(t("inspect"), variant="primary", elem_id="inspect-btn")
     with gr.Row():
         summary = gr.Markdown(elem_id="corpus-summary")
         histogram = gr.BarPlot(x="length", y="documents", label=t("histogram"), sort=None, height=240,
-                               x_title="characters per document", x_label_angle=-35, elem_id="corpus-histogram")
+                               x_title=t("chars_per_doc"), x_label_angle=-35, elem_id="corpus-histogram")
     samples = gr.Dataframe(_samples([]), label=t("samples"), wrap=True, max_height=240, elem_id="corpus-samples")
     problems = gr.Markdown(elem_id="corpus-problems")
     with gr.Row():
@@ -183,7 +193,7 @@ def build(ctx: AppContext) -> None:
         vocab = gr.Number(value=6400, precision=0, label=t("vocab"))
         save_btn = gr.Button(t("save_corpus"), elem_id="save-corpus-btn")
     saved_msg = gr.Markdown(elem_id="corpus-saved")
-    saved = gr.Dataframe(value=lambda: corpora_table(ctx), label=t("saved_corpora"), interactive=False,
+    saved = gr.Dataframe(value=lambda: headed(corpora_table(ctx)), label=t("saved_corpora"), interactive=False,
                          elem_id="saved-corpora")
 
     inspect_btn.click(user_errors(lambda *a: inspect(ctx, *a)),

@@ -18,7 +18,7 @@ from minimind.export import FORMATS, export_many
 from minimind.export.heldout import sanitize
 
 from ..context import AppContext, user_errors
-from ..i18n import t
+from ..i18n import headed, t, tr
 
 DEFAULT_FORMATS = ["hf", "gguf-q8_0"]
 COLUMNS = ["format", "file", "size MB", "perplexity", "source perplexity", "delta %", "greedy match", "status"]
@@ -65,16 +65,16 @@ def run_export(ctx: AppContext, model_id, formats, eval_file):
                      "source perplexity": round(r.source_perplexity, 3) if r.source_perplexity else None,
                      "delta %": round(100 * r.delta, 2) if r.delta is not None else None,
                      "greedy match": f"{r.greedy_match}/{r.greedy_tokens}" if r.greedy_tokens else "",
-                     "status": "verified" if r.verified else f"failed: {r.error}"})
+                     "status": tr("x_verified") if r.verified else tr("x_failed", error=r.error)})
         if download:
             downloads.append(str(download))
     text = next((r.eval_name for r in results if r.eval_name), None)
     source = next((r.source_perplexity for r in results if r.source_perplexity), None)
-    message = f"Exports written to `{out_root.relative_to(ctx.workspace.root)}`."
+    message = tr("x_written", folder=out_root.relative_to(ctx.workspace.root))
     if text:
-        message += (f" Perplexity measured on {text}"
-                    + (f"; the source model scores {source:.4g} on it." if source else "."))
-    return pd.DataFrame(rows, columns=COLUMNS), downloads, message
+        message += (tr("x_measured_source", text=text, source=f"{source:.4g}") if source
+                    else tr("x_measured", text=text))
+    return headed(pd.DataFrame(rows, columns=COLUMNS)), downloads, message
 
 
 def _downloadable(result, name: str) -> Path:
@@ -97,7 +97,7 @@ def build(ctx: AppContext) -> None:
                         file_types=[".txt", ".md", ".jsonl", ".json", ".csv", ".parquet"])
     go = gr.Button(t("export"), variant="primary", elem_id="export-btn")
     message = gr.Markdown(elem_id="export-message")
-    table = gr.Dataframe(empty_table(), label=t("results"), interactive=False, elem_id="export-table")
+    table = gr.Dataframe(lambda: headed(empty_table()), label=t("results"), interactive=False, elem_id="export-table")
     files = gr.File(label=t("downloads"), file_count="multiple", interactive=False, elem_id="export-files")
     go.click(user_errors(lambda *a: run_export(ctx, *a)), [model, formats, eval_file], [table, files, message],
              api_name="export")

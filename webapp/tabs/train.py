@@ -24,7 +24,7 @@ from minimind.training.precision import bf16_supported, describe, pick_device
 from minimind.training.sizing import pretrain_lr
 
 from ..context import AppContext, user_errors, without_paths
-from ..i18n import t
+from ..i18n import EN, headed, t, tr
 from ..workspace import WorkspaceError
 from . import grpo
 
@@ -47,24 +47,24 @@ OBJECTIVE_SERIES = {
     "distill": ("ce", "kl", "val_kl"),
     "grpo": ("reward", "reward_{}", "kl", "val_reward"),
 }
-OBJECTIVE_FACTS = {
-    "dpo": (("val_accuracy", "Preference accuracy", "{:.2f}"), ("val_reward_margin", "Reward margin", "{:.3g}"),
-            ("val_kl", "KL to reference", "{:.3g}")),
-    "distill": (("val_kl", "KL to teacher", "{:.3g}"), ("val_ppl", "Val perplexity", "{:.2f}")),
-    "grpo": (("val_reward", "Held-out reward", "{:.3f}"), ("val_answer_tokens", "Answer tokens", "{:.0f}")),
+OBJECTIVE_FACTS = {  # (status key, i18n key of its label, format)
+    "dpo": (("val_accuracy", "f_val_accuracy", "{:.2f}"), ("val_reward_margin", "f_val_reward_margin", "{:.3g}"),
+            ("val_kl", "f_val_kl_dpo", "{:.3g}")),
+    "distill": (("val_kl", "f_val_kl_distill", "{:.3g}"), ("val_ppl", "f_val_ppl", "{:.2f}")),
+    "grpo": (("val_reward", "f_val_reward", "{:.3f}"), ("val_answer_tokens", "f_val_answer_tokens", "{:.0f}")),
 }
 
 
 def device_line() -> str:
     device = pick_device()
     precision = "bf16" if bf16_supported(device) else ("fp16" if device == "cuda" else "fp32")
-    return f"**Device:** {describe(device, precision)}"
+    return tr("device_line", device=describe(device, precision))
 
 
 def base_choices(ctx: AppContext) -> list[tuple[str, str]]:
     """New models by preset, the shipped models, and finished full-model runs."""
-    choices = [("new model: auto (sized to the number of steps)", "new:auto")]
-    choices += [(f"new model: {name}", f"new:{name}") for name in PRESETS]
+    choices = [(tr("new_model_auto"), "new:auto")]
+    choices += [(tr("new_model", name=name), f"new:{name}") for name in PRESETS]
     return choices + teacher_choices(ctx)
 
 
@@ -192,17 +192,16 @@ def do_estimate(ctx: AppContext, *args) -> str:
     scratch = ctx.workspace.cache / "estimate"
     e = estimate(config, scratch=str(scratch))
     size = f"`{e.preset}`; " if e.preset else ""
-    return (f"**{e.params:,}** parameters ({size}{e.trainable:,} trainable) on {e.device}  \n"
-            f"**{e.tokens_per_epoch:,}** tokens per epoch in {e.train_rows:,} training rows  \n"
-            f"**{e.steps:,}** steps × {e.seconds_per_step:.2f}s ≈ **{_duration(e.eta_s)}** (speed probe; "
-            + ("the run fits its steps to the minutes from its measured steps" if config.time_budget_s
-               else "the ETA while it trains comes from its measured steps") + ")")
+    return tr("e_estimate", params=f"{e.params:,}", size=size, trainable=f"{e.trainable:,}", device=e.device,
+              tokens=f"{e.tokens_per_epoch:,}", rows=f"{e.train_rows:,}", steps=f"{e.steps:,}",
+              sps=f"{e.seconds_per_step:.2f}", eta=_duration(e.eta_s),
+              how=tr("e_how_minutes" if config.time_budget_s else "e_how_steps"))
 
 
 def start(ctx: AppContext, *args):
     config = build_config(ctx, *args)
     run_id = ctx.jobs.submit(config, label=config.mode)
-    return gr.update(choices=run_choices(ctx), value=run_id), f"Queued **{run_id}**."
+    return gr.update(choices=run_choices(ctx), value=run_id), tr("queued", run_id=run_id)
 
 
 def run_choices(ctx: AppContext) -> list[str]:
@@ -221,9 +220,9 @@ def _duration(seconds) -> str:
 def watch(ctx: AppContext, run_id):
     """Everything the page shows about one run, read from its folder."""
     ctx.jobs.refresh()
-    runs = runs_table(ctx)
+    runs = headed(runs_table(ctx))
     queue = ctx.jobs.queue()
-    queue_md = "**Queue:** " + (", ".join(queue) if queue else "empty")
+    queue_md = tr("queue_line", v=", ".join(queue) if queue else tr("empty"))
     if not run_id:
         active = ctx.jobs.active()
         run_id = active.path.name if active else (run_choices(ctx) or [None])[0]
@@ -234,24 +233,31 @@ def watch(ctx: AppContext, run_id):
     step, total = s.get("step", 0) or 0, s.get("total") or 0
     pct = 100.0 * step / total if total else 0.0
     bar = (f"<div class='mm-progress'><div style='width:{pct:.1f}%'></div></div>"
-           f"<div id='run-progress' data-step='{step}' data-total='{total}'>{s.get('state', '?')}: step {step}/{total or '?'}"
-           f" ({pct:.0f}%) · ETA {_duration(s.get('eta_s'))}</div>")
-    facts = [f"**State:** {s.get('state', '?')}", f"**Device:** {s.get('device', '?')}"]
+           f"<div id='run-progress' data-step='{step}' data-total='{total}'>"
+           + tr("p_line", state=state_word(s.get("state")), step=step, total=total or "?", pct=f"{pct:.0f}",
+                eta=_duration(s.get("eta_s"))) + "</div>")
+    facts = [tr("f_state", v=state_word(s.get("state"))), tr("f_device", v=s.get("device", "?"))]
     if s.get("tokens_per_s"):
-        facts.append(f"**Tokens/s:** {s['tokens_per_s']:,.0f}")
+        facts.append(tr("f_tokens_s", v=f"{s['tokens_per_s']:,.0f}"))
     if s.get("lr") is not None:
-        facts.append(f"**LR:** {s['lr']:.2e}")
+        facts.append(tr("f_lr", v=f"{s['lr']:.2e}"))
     if s.get("loss") is not None:
-        facts.append(f"**Loss:** {s['loss']:.4f}")
+        facts.append(tr("f_loss", v=f"{s['loss']:.4f}"))
     if s.get("val_loss") is not None:
-        facts.append(f"**Val loss:** {s['val_loss']:.4f}" + (f" · **BPC:** {s['val_bpc']:.3f}" if s.get("val_bpc") else ""))
+        facts.append(tr("f_val_loss", v=f"{s['val_loss']:.4f}")
+                     + (tr("f_bpc", v=f"{s['val_bpc']:.3f}") if s.get("val_bpc") else ""))
     facts += objective_facts(s, run_objective(run, s))
     if s.get("error"):
-        facts.append(f"❌ **Error:** {page_words(without_paths(s['error']))}")
+        facts.append(tr("f_error", v=page_words(without_paths(s["error"]))))
     if s.get("final_checkpoint"):
-        facts.append(f"**Model:** `{Path(s['final_checkpoint']).relative_to(ctx.workspace.root)}`")
+        facts.append(tr("f_model", v=f"`{Path(s['final_checkpoint']).relative_to(ctx.workspace.root)}`"))
     return (bar, " · ".join(facts), _curve(run), page_words(without_paths(run.log_tail(15))), runs, queue_md,
             gr.update(choices=run_choices(ctx), value=run_id))
+
+
+def state_word(state) -> str:
+    """A run's state as the page says it (the state itself when it has no translation)."""
+    return tr(f"state_{state}") if f"state_{state}" in EN else str(state or "?")
 
 
 def runs_table(ctx: AppContext) -> pd.DataFrame:
@@ -277,24 +283,25 @@ def run_message(ctx: AppContext, run_id) -> str:
     if state == "queued":
         queue = ctx.jobs.queue()
         ahead = queue.index(run_id) if run_id in queue else 0
-        what = f" to resume from step {step}" if s.get("resume") else ""
-        return (f"Queued **{run_id}**{what}; " + (f"{ahead} run(s) ahead of it." if ahead else
-                                                  "it starts when the device is free."))
+        ahead_text = tr("m_ahead", n=ahead) if ahead else tr("m_next")
+        if s.get("resume"):
+            return tr("m_queued_resume", run_id=run_id, step=step, ahead=ahead_text)
+        return tr("m_queued", run_id=run_id, ahead=ahead_text)
     if state == "running":
-        return f"**{run_id}** is training" + (" (resumed)." if s.get("resume") else ".")
+        return tr("m_running_resumed" if s.get("resume") else "m_running", run_id=run_id)
     if state == "stopping":
-        return f"**{run_id}** is saving a checkpoint and stopping…"
+        return tr("m_stopping", run_id=run_id)
     if state == "stopped":
         if step:
-            return f"**{run_id}**: stopped at step {step} — press Resume to continue."
-        return f"**{run_id}**: stopped before its first step — press Resume to start it again."
+            return tr("m_stopped_at", run_id=run_id, step=step)
+        return tr("m_stopped_early", run_id=run_id)
     if state == "finished":
-        return (f"**{run_id}** finished: {step} steps. Chat with it on the Chat tab or export it on the "
-                "Export tab.")
+        return tr("m_finished", run_id=run_id, step=step)
     if state == "failed":
         kept = latest_checkpoint(RunDir(ctx.workspace.run_dir(run_id)).checkpoints)
-        return (f"**{run_id}** failed (see the error above) — press Resume to "
-                + (f"continue from step {kept.name[5:]}." if kept else "start it again."))
+        if kept:
+            return tr("m_failed_from", run_id=run_id, step=kept.name[5:])
+        return tr("m_failed_restart", run_id=run_id)
     return ""
 
 
@@ -330,7 +337,7 @@ def run_objective(run: RunDir, status: dict | None = None) -> str:
 
 def objective_facts(status: dict, objective: str) -> list[str]:
     """The latest validation figures of a dpo, distill or grpo run, for the facts line."""
-    return [f"**{label}:** {fmt.format(status[key])}" for key, label, fmt in OBJECTIVE_FACTS.get(objective, ())
+    return [tr(label, v=fmt.format(status[key])) for key, label, fmt in OBJECTIVE_FACTS.get(objective, ())
             if isinstance(status.get(key), (int, float))]
 
 
@@ -476,7 +483,7 @@ def build(ctx: AppContext) -> None:
                             visible=False)
     log = gr.Textbox(label=t("log"), lines=8, max_lines=15, elem_id="train-log")
     queue = gr.Markdown()
-    runs = gr.Dataframe(runs_table(ctx), label=t("runs"), interactive=False, elem_id="runs-table")
+    runs = gr.Dataframe(lambda: headed(runs_table(ctx)), label=t("runs"), interactive=False, elem_id="runs-table")
     timer = gr.Timer(2.0)
 
     def on_mode(m, w):

@@ -1,0 +1,79 @@
+"""The Chinese page (issue 19, item 9): a browser whose language is zh-CN sees every tab's
+labels, buttons, the Device line and the messages the page composes at run time in Chinese,
+with none of the English labels left over. Screenshots go to test-artifacts/."""
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from helpers import ROOT
+from webapp.app import build_app
+from webapp_helpers import LiveServer, chromium_page, free_port, make_shipped
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = ROOT / "test-artifacts"
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium (apt-get install chromium)")]
+
+# English labels the page translates: none may be left on the zh-CN page (whole words, case as shown)
+DENY = ["Device", "Corpus", "Train", "Chat", "Export", "Inspect", "Statistics", "Samples", "Save corpus",
+        "Saved corpora", "Kind", "Characters", "Documents", "Tokens", "Start from", "Mode", "Steps",
+        "Batch size", "Learning rate", "Estimate", "Start training", "Stop", "Resume", "Refresh", "Queue",
+        "empty", "Loss", "Log", "Runs", "Run", "Message", "Send", "Regenerate", "Clear", "Side by side",
+        "Settings", "Formats", "Results", "Downloads", "Held-out", "paragraph", "No problems found",
+        # table headers
+        "corpus", "documents", "tokenizer", "state", "mode", "step", "perplexity", "status"]
+DENIED = re.compile(r"\b(" + "|".join(re.escape(w) for w in DENY) + r")\b")
+
+
+def _leftovers(page, elem_id: str) -> list[str]:
+    """The deny-listed English words in what a person sees of a tab (its rendered text)."""
+    text = page.locator(f"#{elem_id}").inner_text()
+    return sorted({m.group(0) for m in DENIED.finditer(text)})
+
+
+def test_chinese_page_has_no_english_labels_left(tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    shipped = make_shipped(tmp_path / "checkpoints")
+    app = build_app(tmp_path / "workspace", shipped_dir=shipped)
+    with LiveServer(app, free_port()) as server, sync_playwright() as pw:
+        browser, page = chromium_page(pw, CHROMIUM, locale="zh-CN")
+        try:
+            page.goto(server.url)
+            expect(page.get_by_role("tab", name="语料")).to_be_visible()
+
+            # Corpus: a bundled sample, inspected: the statistics the server composes are Chinese too
+            page.get_by_role("combobox", name="……或使用内置示例").click()
+            page.get_by_role("option", name="Tang poems (2,016 poems, JSONL)").click()
+            page.locator("#inspect-btn").click()
+            expect(page.locator("#corpus-summary")).to_contain_text("字符数", timeout=60_000)
+            expect(page.locator("#corpus-problems")).to_contain_text("未发现问题")
+            expect(page.locator("#inspect-btn")).to_have_text("检查")
+            assert _leftovers(page, "tab-corpus") == []
+            page.screenshot(path=str(ARTIFACTS / "zh-tab-corpus.png"), full_page=True)
+
+            # Train: the Device line and the run-time queue line (the timer's first tick)
+            page.get_by_role("tab", name="训练").click()
+            expect(page.locator("#tab-train")).to_contain_text("设备：")
+            expect(page.locator("#tab-train")).to_contain_text("队列：", timeout=30_000)
+            expect(page.locator("#start-btn")).to_have_text("开始训练")
+            expect(page.locator("#estimate-btn")).to_have_text("估算规模与时间")
+            expect(page.locator("#runs-table thead")).to_contain_text("状态")
+            assert _leftovers(page, "tab-train") == []
+            page.screenshot(path=str(ARTIFACTS / "zh-tab-train.png"), full_page=True)
+
+            page.get_by_role("tab", name="对话").click()
+            expect(page.locator("#chat-send")).to_have_text("发送")
+            assert _leftovers(page, "tab-chat") == []
+
+            page.get_by_role("tab", name="导出").click()
+            expect(page.locator("#export-btn")).to_have_text("导出")
+            assert _leftovers(page, "tab-export") == []
+            page.screenshot(path=str(ARTIFACTS / "zh-tab-export.png"), full_page=True)
+        finally:
+            browser.close()
