@@ -15,6 +15,11 @@ trained on, by the same code before and after:
   poems (the held-out sample's regulated poems) gives the rate a real poet reaches.
 - held-out poem BPC: checkpoints/minimind-tang/heldout_sample.jsonl (poems neither the
   pretraining nor the chat set saw), minimind.evaluate.
+Since the GRPO-tuned model became the shipped MiniMind-Tang (scripts/tang_grpo.yaml), a rerun
+starts from it and measures a second round. The first-round figures in RESULTS.md were measured
+at 3576431, whose MiniMind-Tang is the chat model before GRPO (in git history:
+`git show 3576431:checkpoints/minimind-tang/model.safetensors`).
+
 - rollout speed: 8 held-out prompts x 8 answers sampled as GRPO samples them (temperature 1,
   no top-k/top-p, up to 96 tokens), by the batched engine (RolloutPolicy.sample) and by
   transformers' `model.generate` one answer at a time (the reference), tokens per second of
