@@ -14,7 +14,7 @@ from minimind.training import RunDir
 from webapp.app import build_app
 from webapp.context import SAMPLES
 from helpers import ROOT
-from webapp_helpers import LiveServer, chromium_page, free_port
+from webapp_helpers import LiveServer, chromium_page, free_port, pick
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = ROOT / "test-artifacts"
@@ -26,14 +26,8 @@ pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not (SHIPPED / "model.safetensors").is_file(), reason="needs the shipped MiniMind-Tang")]
 
 
-def _pick(page, label: str, option: str) -> None:
-    """Choose `option` in the Gradio dropdown labelled `label`."""
-    page.get_by_role("combobox", name=label).click()
-    page.get_by_role("option", name=option).first.click()
-
-
 def _save_prompts_sample(page, expect) -> None:
-    _pick(page, "…or use a bundled sample", PROMPTS_SAMPLE)
+    pick(page, "…or use a bundled sample", PROMPTS_SAMPLE)
     page.locator("#inspect-btn").click()
     expect(page.locator("#corpus-summary")).to_contain_text("prompts", timeout=120_000)
     page.get_by_label("Corpus name").fill("tang-prompts")
@@ -44,7 +38,7 @@ def _save_prompts_sample(page, expect) -> None:
 def _choose_grpo(page, expect) -> None:
     """Reinforce (GRPO) of the shipped model on the saved prompts: its own inputs appear, form and
     rhyme ticked; no_repetition ticked too shows its weight and parameter."""
-    _pick(page, "Start from", "shipped: minimind-tang")
+    pick(page, "Start from", "shipped: minimind-tang")
     grpo_box = page.locator("#train-grpo")
     expect(grpo_box).to_be_hidden()
     page.locator("#train-mode").get_by_text("Reinforce (GRPO)", exact=True).click()
@@ -59,7 +53,7 @@ def _choose_grpo(page, expect) -> None:
     expect(page.locator("#reward-no_repetition-weight")).to_be_visible()
     page.locator("#reward-no_repetition-weight input").fill("0.5")
     expect(page.locator("#reward-no_repetition-n input")).to_have_value("2")
-    _pick(page, "Corpus", "tang-prompts")
+    pick(page, "Corpus", "tang-prompts")
 
 
 def _short_run_settings(page) -> None:

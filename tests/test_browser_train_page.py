@@ -13,7 +13,7 @@ import yaml
 from webapp.app import build_app
 from webapp.workspace import Workspace
 from helpers import ROOT
-from webapp_helpers import LiveServer, chromium_page, free_port
+from webapp_helpers import LiveServer, chromium_page, free_port, pick
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = ROOT / "test-artifacts"
@@ -22,11 +22,6 @@ SHIPPED = ROOT / "checkpoints" / "minimind-tang"
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium (apt-get install chromium)"),
               pytest.mark.skipif(not (SHIPPED / "model.safetensors").is_file(), reason="needs the shipped MiniMind-Tang")]
-
-
-def _pick(page, label: str, option: str) -> None:
-    page.get_by_role("combobox", name=label).click()
-    page.get_by_role("option", name=option).first.click()
 
 
 def _step(page) -> int:
@@ -55,8 +50,8 @@ def test_minutes_budget_both_loss_lines_and_stop_resume_in_page_words(tmp_path):
                 assert not {"1", "2", "3"} & set(headers), (moment, headers)  # not Gradio's placeholders
                 expect(runs.locator("tbody tr")).to_have_count(0)  # no blank row
 
-            _pick(page, "Start from", "shipped: minimind-tang")
-            _pick(page, "Corpus", "chats")
+            pick(page, "Start from", "shipped: minimind-tang")
+            pick(page, "Corpus", "chats")
             page.get_by_label("Sequence length").fill("64")
             page.get_by_label("Batch size").fill("4")
             page.get_by_label("Evaluate every (steps, 0 = auto)").fill("2")

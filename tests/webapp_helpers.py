@@ -71,3 +71,9 @@ def chromium_page(pw, executable: str, **page_options):
     page = browser.new_page(viewport={"width": 1400, "height": 1100}, **page_options)
     page.set_default_timeout(60_000)
     return browser, page
+
+
+def pick(page, label: str, option: str) -> None:
+    """Choose `option` in the Gradio dropdown labelled `label`."""
+    page.get_by_role("combobox", name=label).click()
+    page.get_by_role("option", name=option).first.click()

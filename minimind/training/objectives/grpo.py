@@ -119,7 +119,7 @@ class Grpo:
                                                 advantages[start:start + rows]))
             start += rows
         metrics = _mean_rewards(scores)
-        metrics["reward_std"] = float(totals.std(dim=1).mean()) if G > 1 else 0.0
+        metrics["reward_std"] = float(totals.std(dim=1).mean())  # group_size >= 2
         metrics["answer_tokens"] = rolled.tokens / len(rolled.answers)
         metrics["rollout_tokens_per_s"] = rolled.tokens / max(rolled.seconds, 1e-9)
         return batches, metrics
