@@ -68,7 +68,7 @@ def test_minutes_budget_both_loss_lines_and_stop_resume_in_page_words(tmp_path):
             # that first appears in a live update undrawn: no colour, no legend symbol)
             legend = page.locator("#loss-plot .role-legend").first
             expect(legend).to_contain_text("validation", timeout=300_000)
-            expect(legend).to_contain_text("train")
+            expect(legend).to_contain_text("train", timeout=60_000)
             expect(legend).to_contain_text("loss on")
             expect(legend).not_to_contain_text("series")
             expect(page.locator("#train-log textarea")).to_have_value(re.compile(r"eval step"), timeout=300_000)

@@ -54,6 +54,8 @@ def test_chinese_page_has_no_english_labels_left(tmp_path):
             expect(page.locator("#corpus-summary")).to_contain_text("字符数", timeout=60_000)
             expect(page.locator("#corpus-problems")).to_contain_text("未发现问题")
             expect(page.locator("#inspect-btn")).to_have_text("检查")
+            # the histogram drawn (its axis titles are text of the tab once it is)
+            expect(page.locator("#corpus-histogram")).to_contain_text("文档数", timeout=30_000)
             assert _leftovers(page, "tab-corpus") == []
             page.screenshot(path=str(ARTIFACTS / "zh-tab-corpus.png"), full_page=True)
 

@@ -115,6 +115,11 @@ def test_the_loss_plot_has_both_lines_from_its_first_draw(ctx):
     later = train._curve(run)
     assert list(later[later["series"] == "validation"]["loss"]) == [3.6]  # no placeholder once measured
     assert train._curve(_run(ctx, "r2", {"state": "queued"})) is None  # nothing logged yet: no plot
+    # evaluations more often than log lines: an evaluation comes before the first train figure
+    evaluated_first = train._curve(_run(ctx, "r3", {"state": "running", "mode": "lora", "step": 2, "total": 40},
+                                        [{"step": 2, "val_loss": 3.6}]))
+    assert set(evaluated_first["series"]) == {"train", "validation"}
+    assert evaluated_first[evaluated_first["series"] == "train"]["loss"].isna().all()
     assert train.LEGEND_TITLE != "series"
 
 

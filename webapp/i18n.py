@@ -59,6 +59,7 @@ EN = {
                       "its run's validation split or the sample a shipped model carries)",
     "results": "Results", "downloads": "Downloads", "api": "OpenAI-compatible API",
     "split_paragraph": "paragraph", "split_line": "line", "chars_per_doc": "characters per document",
+    "docs_per_bar": "documents",
     # composed at run time (tr): keep every {placeholder} in both languages
     "device_line": "**Device:** {device}",
     "new_model_auto": "new model: auto (sized to the number of steps)", "new_model": "new model: {name}",
@@ -171,6 +172,7 @@ ZH = {
     "eval_file_info": "用于困惑度的留出文本（可选；默认用模型自己的留出文本：训练运行的验证集，或随模型附带的样本）",
     "results": "结果", "downloads": "下载", "api": "OpenAI 兼容接口",
     "split_paragraph": "按段落", "split_line": "按行", "chars_per_doc": "每篇文档的字符数",
+    "docs_per_bar": "文档数",
     "device_line": "**设备：** {device}",
     "new_model_auto": "新模型：自动（按步数确定规模）", "new_model": "新模型：{name}",
     "corpus_unusable": "**这份语料暂时无法使用。**",

@@ -184,7 +184,8 @@ def build(ctx: AppContext) -> None:
     with gr.Row():
         summary = gr.Markdown(elem_id="corpus-summary")
         histogram = gr.BarPlot(x="length", y="documents", label=t("histogram"), sort=None, height=240,
-                               x_title=t("chars_per_doc"), x_label_angle=-35, elem_id="corpus-histogram")
+                               x_title=t("chars_per_doc"), y_title=t("docs_per_bar"), x_label_angle=-35,
+                               elem_id="corpus-histogram")
     samples = gr.Dataframe(_samples([]), label=t("samples"), wrap=True, max_height=240, elem_id="corpus-samples")
     problems = gr.Markdown(elem_id="corpus-problems")
     with gr.Row():

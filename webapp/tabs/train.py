@@ -306,18 +306,20 @@ def run_message(ctx: AppContext, run_id) -> str:
 
 
 def _curve(run: RunDir) -> pd.DataFrame | None:
-    """The loss plot's data: a train and a validation line. Until the first evaluation, the
-    validation line is one point without a value (not drawn): Gradio 6 fixes a plot's lines when
-    it first draws it and leaves a line that first appears in a live update undrawn, so both are
-    there from the start (and the legend names both)."""
+    """The loss plot's data: a train and a validation line. A line with no figure yet (validation
+    before the first evaluation; train before the first logged step, when evaluations come more
+    often than log lines) is one point without a value (not drawn): Gradio 6 fixes a plot's lines
+    when it first draws it and leaves a line that first appears in a live update undrawn, so both
+    are there from the start (and the legend names both)."""
     rows = []
     for r in run.read_metrics():
         if "loss" in r:
             rows.append({"step": r["step"], "loss": r["loss"], "series": "train"})
         if "val_loss" in r:
             rows.append({"step": r["step"], "loss": r["val_loss"], "series": "validation"})
-    if rows and not any(row["series"] == "validation" for row in rows):
-        rows.append({"step": rows[0]["step"], "loss": None, "series": "validation"})
+    for series in ("train", "validation"):
+        if rows and not any(row["series"] == series for row in rows):
+            rows.append({"step": rows[0]["step"], "loss": None, "series": series})
     return pd.DataFrame(rows, columns=["step", "loss", "series"]) if rows else None
 
 
