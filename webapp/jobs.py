@@ -1,4 +1,5 @@
-"""Training jobs as child processes (`python -m minimind train`), watched through run folders.
+"""Training jobs as child processes (`python -m minimind train`, or `torchrun ... -m minimind train`
+for a run of several processes), watched through run folders.
 
 The queue is the run folders themselves: a run whose status.json says
 "queued" waits; one job runs per device at a time. Because all state is on
@@ -21,6 +22,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from minimind.errors import MiniMindError
 from minimind.training import RunDir, TrainConfig
 from minimind.training.checkpoint import latest_checkpoint
 
@@ -28,6 +30,9 @@ from .workspace import Workspace, WorkspaceError
 
 ACTIVE = ("running", "stopping")
 ROOT = Path(__file__).resolve().parents[1]
+# How long torchrun's agent lets its ranks finish a step and save after Stop before it kills them
+# (its default, 30 s, can cut a large model's checkpoint short).
+STOP_GRACE_S = 900
 
 
 def _pid_alive(pid: int | None) -> bool:
@@ -46,6 +51,15 @@ def _pid_alive(pid: int | None) -> bool:
         return b"minimind" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return True
+
+
+def _processes(run: RunDir) -> int:
+    """The run's process count from its config (1 when the config cannot be read: the trainer
+    then reports what is wrong with it)."""
+    try:
+        return TrainConfig.load(run.config_file).processes
+    except MiniMindError:
+        return 1
 
 
 def _rounded(value, digits: int = 4):
@@ -122,6 +136,8 @@ class JobManager:
         if state == "running":
             pid = run.read_status().get("pid")
             if self._alive(pid):
+                # the trainer, or torchrun's agent, which passes SIGTERM on to every rank (they run in
+                # sessions of their own, so a signal to our child's process group would not reach them)
                 os.kill(pid, signal.SIGTERM)
                 run.write_status(state="stopping")
                 return f"{run_id} is saving a checkpoint and stopping"
@@ -183,9 +199,16 @@ class JobManager:
 
     def _launch(self, run: RunDir) -> str:
         resume = bool(run.read_status().get("resume"))
-        cmd = [sys.executable, "-m", "minimind", "train", "--run-dir", str(run.path), "--no-progress"]
+        processes = _processes(run)
+        cmd = ["-m", "minimind", "train", "--run-dir", str(run.path), "--no-progress"]
         cmd += ["--resume"] if resume else ["--config", str(run.config_file)]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        if processes > 1:  # torchrun of this venv; a resume starts as many processes as the run had
+            cmd = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
+                   f"--shutdown_timeout={STOP_GRACE_S}", *cmd]
+            # each rank its share of the cores (torchrun would give each one thread)
+            env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // processes)))
+        cmd = [sys.executable, *cmd]
         out = open(run.path / "stdout.log", "a")
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)

@@ -26,7 +26,9 @@ DPO_LOSSES = ("sigmoid",)
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DISTRIBUTED = ("ddp", "fsdp")
+MAX_PROCESSES = 1024
 COMPILE = ("auto", "on", "off")
+EXTENDABLE = ("pretrain", "sft", "lora", "qlora")  # modes whose vocabulary may grow (model.extend_vocab)
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -38,6 +40,10 @@ class ModelSection:
     tokenizer: str = ""                  # tokenizer folder; default: init_from's, else train one
     vocab_size: int = 6400               # vocabulary of a tokenizer trained for a new model
     min_char_count: int = 0              # > 0: that tokenizer keeps each character seen this often whole
+    extend_vocab: int = 0                # fine-tuning: up to this many characters of the corpus that the starting
+                                         # tokenizer spells in byte pieces become tokens of their own (0 = off;
+                                         # minimind/vocabulary.py); with LoRA their rows train beside the adapter
+    extend_min_count: int = 3            # ... each seen at least this often in the corpus
 
 
 def run_data() -> "DataConfig":
@@ -130,6 +136,13 @@ class TrainConfig:
     max_bad_steps: int = 5               # consecutive non-finite losses before giving up
     seed: int = 42                       # model init, data order, dropout
     distributed: str = "ddp"             # under torchrun: ddp | fsdp
+    processes: int = 1                   # > 1: the run is that many data-parallel processes; the web page starts
+                                         # them with torchrun (and a resume with the same count). The CLI does not
+                                         # launch: start it as `torchrun --nproc_per_node=N -m minimind train`; a
+                                         # run started with another count is refused. 1: whatever torchrun gives
+    report_to: list = field(default_factory=list)  # also write metrics.jsonl's figures to: tensorboard
+                                         # (<run>/tensorboard/), trackio (<run>/trackio/, or $TRACKIO_DIR); [] = off.
+                                         # A name or a comma list is accepted: report_to=tensorboard (reporting.py)
     run_dir: str = ""                    # folder of this run (default runs/<timestamp>)
 
     # ---- construction -------------------------------------------------
@@ -229,6 +242,15 @@ class TrainConfig:
 
         need(self.mode in MODES, f"mode must be one of {', '.join(MODES)} (got {self.mode!r})")
         need(self.model.min_char_count >= 0, "model.min_char_count must be >= 0 (0 = off)")
+        need(0 <= self.model.extend_vocab <= 20_000, "model.extend_vocab must be 0..20000 (0 = off)")
+        need(self.model.extend_min_count >= 1, "model.extend_min_count must be >= 1")
+        need(not self.model.extend_vocab or (bool(self.model.init_from) and self.mode in EXTENDABLE),
+             f"model.extend_vocab adds the corpus's characters to a starting model's vocabulary: it is for "
+             f"modes {', '.join(EXTENDABLE)} with model.init_from set (mode {self.mode} "
+             + ("has no starting model)" if not self.model.init_from else
+                "compares the model with a reference or teacher that shares its vocabulary)"))
+        need(not self.model.extend_vocab or not self.model.tokenizer,
+             "model.extend_vocab extends the starting model's own tokenizer: leave model.tokenizer empty")
         need(self.model.preset == "auto" or self.model.preset in PRESETS,
              f"model.preset must be auto or one of {', '.join(PRESETS)} (got {self.model.preset!r})")
         need(self.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}")
@@ -269,6 +291,11 @@ class TrainConfig:
         need(0 < g.clip < 1, "grpo.clip must be in (0, 1)")
         need(1 <= g.updates <= 16, "grpo.updates must be 1..16")
         need(g.eval_samples >= 0, "grpo.eval_samples must be >= 0")
+        need(isinstance(self.processes, int) and 1 <= self.processes <= MAX_PROCESSES,
+             f"processes must be a whole number 1..{MAX_PROCESSES} (got {self.processes!r})")
+        from .reporting import check_report_to
+
+        check_report_to(self.report_to)  # names, and that their packages are installed, before any work
         need(self.mode != "grpo" or self.distributed == "ddp",
              "mode grpo runs under torchrun with distributed: ddp (each process samples with a whole copy of "
              "the weights; fsdp shards them)")
@@ -325,9 +352,17 @@ def _build(cls, raw: Any, where: str, default=None):
             kwargs[name] = _build(type(section), value or {}, f"{where}{name}.", section)
         elif name == "compile" and isinstance(value, bool):
             kwargs[name] = "on" if value else "off"  # YAML `compile: true` means on
+        elif name == "report_to" and (value is None or isinstance(value, str)):
+            kwargs[name] = _names(value)  # `report_to: tensorboard`, `--set report_to=tensorboard,trackio`
         else:
             kwargs[name] = _coerce(value, fields[name].type, where + name)
     return dataclasses.replace(default, **kwargs) if default is not None else cls(**kwargs)
+
+
+def _names(value: str | None) -> list[str]:
+    """A list written as one string: "tensorboard,trackio" -> [tensorboard, trackio]; "none" or "" -> []."""
+    names = [part.strip() for part in (value or "").split(",") if part.strip()]
+    return [] if names in (["none"], ["off"]) else names
 
 
 def _coerce(value: Any, annotation: str, name: str) -> Any:

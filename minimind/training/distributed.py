@@ -42,6 +42,24 @@ def init(device: str) -> tuple[DistInfo, str]:
     return info, device
 
 
+def launcher_pid() -> int:
+    """The process that stands for the whole run (status.json's pid: what a watcher checks and
+    signals). Under torchrun that is its agent, each rank's parent: it lives while any rank does,
+    and passes a SIGTERM on to every rank, which then save a checkpoint together and stop.
+    Otherwise this process."""
+    return os.getppid() if "TORCHELASTIC_RUN_ID" in os.environ else os.getpid()
+
+
+def local_capacity(device: str) -> int:
+    """How many data-parallel processes this machine takes for `device`: one per GPU on CUDA,
+    one on MPS, and on a CPU one per core (at least 2, so a laptop can try it with gloo)."""
+    if device.startswith("cuda"):
+        return max(1, torch.cuda.device_count())
+    if device.startswith("mps"):
+        return 1
+    return max(2, os.cpu_count() or 1)
+
+
 def wrap(model, info: DistInfo, strategy: str, device: str):
     """Wrap the model for data parallel training (DDP) or sharded training (FSDP2)."""
     if not info.enabled:

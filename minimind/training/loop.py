@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import signal
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ import torch
 
 from ..errors import MiniMindError, TrainingError
 from . import distributed as dist
+from . import reporting
 from .batches import eval_batches
 from .budget import eval_every_at_least, intervals, planned_steps
 from .checkpoint import latest_checkpoint, save_checkpoint
@@ -82,10 +82,15 @@ def train(config: TrainConfig, resume: bool = False, progress=None) -> dict:
     threads = torch.get_num_threads()
     clean = False
     try:
+        if cfg.processes > 1 and info.world != cfg.processes:
+            raise TrainingError(
+                f"this run is set to {cfg.processes} processes but was started as {info.world}: start it with "
+                f"torchrun --nproc_per_node={cfg.processes} -m minimind train ... (the web page does), "
+                "or set processes=1 to train with whatever number torchrun starts")
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
-        with _StopFlag() as stop:
-            status = _train(cfg, run, info, device, resume, stop, progress, started)
+        with _StopFlag() as stop, contextlib.ExitStack() as closing:
+            status = _train(cfg, run, info, device, resume, stop, progress, started, closing)
         clean = True
         return status
     except BaseException as err:
@@ -107,7 +112,7 @@ def _start_run_folder(run: RunDir, cfg: TrainConfig, resume: bool) -> None:
         run.create()
         if not resume:
             cfg.save(run.config_file)
-        run.write_status(state="running", pid=os.getpid(), mode=cfg.mode, run_dir=str(run.path),
+        run.write_status(state="running", pid=dist.launcher_pid(), mode=cfg.mode, run_dir=str(run.path),
                          error=None, started=time.time())
     except OSError as err:
         message = (f"cannot write into the run folder {run.path.name} ({err.strerror or err}); "
@@ -119,7 +124,7 @@ def _start_run_folder(run: RunDir, cfg: TrainConfig, resume: bool) -> None:
 
 
 def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, stop: _StopFlag, progress,
-           started: float):
+           started: float, closing: contextlib.ExitStack):
     main = info.is_main
     log = run_dir.log if main else (lambda _msg: None)
     run = set_up(cfg, run_dir, info, device, resume, started, log)
@@ -136,6 +141,14 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         if main:
             run_dir.truncate_metrics_after(-1)  # nothing was kept: the curve starts again from step 0
         log("no complete checkpoint yet: starting from step 0")
+    # report_to: trackers get each metrics.jsonl record too (main process only), closed however the run ends
+    resumed_at = state["step"] if resume else None
+    sinks = reporting.start(cfg.report_to, run_dir, cfg.to_dict(), log, resumed_at) if main else []
+    closing.callback(reporting.finish, sinks)
+
+    def append_metrics(record: dict) -> None:
+        run_dir.append_metrics(record)
+        reporting.write(sinks, record, log)
 
     max_steps = state.get("max_steps") or cfg.max_steps
     if not max_steps:
@@ -179,7 +192,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
                                                          tokenizer.pad_token_id))
         record = {"step": step, **{f"val_{k}": v for k, v in dist.means(figures, info).items()}}
         if main:
-            run_dir.append_metrics(record)
+            append_metrics(record)
             if getattr(objective, "samples", None):  # GRPO: a few held-out answers with their rewards
                 run_dir.append_samples([{"step": step, **sample} for sample in objective.samples])
             log(f"eval step {step}: " + " ".join(f"{k[4:]} {v:.4g}" for k, v in record.items() if k != "step"))
@@ -290,7 +303,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
                       "tokens_per_s": tokens_per_s, "mfu": fpt * tokens_per_s / peak,
                       "tokens": state["tokens_seen"], "epoch": stream.epoch_at(step), "elapsed_s": elapsed}
             if main:
-                run_dir.append_metrics(record)
+                append_metrics(record)
             window_loss, window_steps, window_tokens, window_metrics = 0.0, 0, 0, {}
             window_start = time.perf_counter()
         if progress and main:

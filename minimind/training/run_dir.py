@@ -7,6 +7,7 @@ runs/<id>/
   samples.jsonl     GRPO: a few held-out answers per evaluation (step, prompt, answer, reward, rewards)
   train.log         human-readable log
   checkpoints/step-N/   model folder + trainer state (see training/checkpoint.py)
+  tensorboard/, trackio/   copies of metrics.jsonl for those trackers, when report_to names them (reporting.py)
 
 The trainer writes these; the CLI, the web app and the tests only read them.
 """
@@ -62,6 +63,14 @@ class RunDir:
     @property
     def checkpoints(self) -> Path:
         return self.path / "checkpoints"
+
+    @property
+    def tensorboard_dir(self) -> Path:
+        return self.path / "tensorboard"
+
+    @property
+    def trackio_dir(self) -> Path:
+        return self.path / "trackio"
 
     def create(self) -> "RunDir":
         self.checkpoints.mkdir(parents=True, exist_ok=True)
