@@ -74,6 +74,7 @@ def load_model(path: str | Path, adapter: str | Path | None = None, dtype: torch
             raise CheckpointError(f"{adapter}: not a LoRA adapter folder (no adapter_config.json)")
         from peft import PeftModel
 
+        _fit_vocabulary(model, adapter)
         try:
             model = PeftModel.from_pretrained(model, str(adapter))
         except (OSError, ValueError, RuntimeError, KeyError) as err:
@@ -81,6 +82,18 @@ def load_model(path: str | Path, adapter: str | Path | None = None, dtype: torch
         if merge:
             model = model.merge_and_unload()
     return model.to(device).eval()
+
+
+def _fit_vocabulary(model, adapter: str | Path) -> None:
+    """Give the base the rows of the tokens an adapter's run added to the vocabulary
+    (minimind.vocabulary): the adapter carries their trained values, so the base only needs the
+    room. An adapter without its own tokenizer uses the base's vocabulary."""
+    tokenizer_file = Path(adapter) / "tokenizer.json"
+    if not tokenizer_file.is_file():
+        return
+    size = len(load_tokenizer_for(adapter))
+    if size > model.get_input_embeddings().weight.shape[0]:
+        model.resize_token_embeddings(size, mean_resizing=False)
 
 
 def load_tokenizer_for(path: str | Path):

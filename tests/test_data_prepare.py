@@ -260,7 +260,7 @@ def test_shipped_samples(tmp_path, tokenizer):
     chat = prepare_corpus([SAMPLES / "tang_chat_sample.jsonl"], tokenizer, config(tmp_path, seq_len=256))
     assert chat.kind == "chat" and len(chat.train) > 250 and len(chat.validation) >= 10
     assert all(p.stat().st_size <= 1_000_000 for p in SAMPLES.iterdir())  # each sample at most 1 MB ...
-    assert sum(p.stat().st_size for p in SAMPLES.iterdir()) < 1_250_000      # ... and all of them small
+    assert sum(p.stat().st_size for p in SAMPLES.iterdir()) < 1_700_000      # ... and all of them small
     for name in ("LICENSE.chinese-poetry", "LICENSE.shakespeare", "README.md"):
         assert (SAMPLES / name).is_file()
 

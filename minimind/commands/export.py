@@ -63,8 +63,9 @@ def parse_formats(text: str, model_dir: str, adapter: str | None) -> list[str]:
     """The requested formats; "all" means every format that applies to this model."""
     import json
 
-    from ..checkpoint import is_adapter
+    from ..checkpoint import is_adapter, load_tokenizer_for
     from ..export.formats import FORMATS
+    from ..vocabulary import has_added_characters
 
     names = [f.strip() for f in text.split(",") if f.strip()]
     if names != ["all"]:
@@ -77,8 +78,10 @@ def parse_formats(text: str, model_dir: str, adapter: str | None) -> list[str]:
         config_dir = Path(adapter_base(config_dir))
     config_file = config_dir / "config.json"
     moe = config_file.is_file() and json.loads(config_file.read_text(encoding="utf-8")).get("use_moe", False)
+    extended = has_added_characters(load_tokenizer_for(adapter or model_dir))  # GGUF cannot carry them
     return [f for f, spec in FORMATS.items()
-            if not (spec.dense_only and moe) and (f != "merged" or has_adapter)]
+            if not (spec.dense_only and moe) and (f != "merged" or has_adapter)
+            and not (extended and f.startswith("gguf"))]
 
 
 def run(args) -> int:

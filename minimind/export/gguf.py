@@ -57,6 +57,11 @@ def tokenizer_metadata(tokenizer, vocab_size: int) -> dict:
 
     from ..errors import ExportError
 
+    from ..vocabulary import has_added_characters
+
+    if has_added_characters(tokenizer):
+        raise ExportError("GGUF cannot carry the characters this model's run added to its vocabulary "
+                          "(its readers split them into bytes); export hf, llama or merged instead")
     n = len(tokenizer)
     if n > vocab_size:
         raise ExportError(f"the tokenizer has {n} tokens but the model only {vocab_size} embeddings")

@@ -113,18 +113,25 @@ def _token_table(tokenizer, size: int | None = None) -> tuple[list[bytes | None]
     backend = _backend(tokenizer)
     if backend is None or not _is_byte_level(backend):
         return None
-    special = set(backend.get_added_tokens_decoder())
+    added = backend.get_added_tokens_decoder()
+    special = {i for i, token in added.items() if token.special}
     special.update(getattr(tokenizer, "all_special_ids", None) or [])
+    # a non-special added token (e.g. a character added by minimind.vocabulary) is cut out of
+    # the text before byte-level BPE and decodes to its own text: its bytes are that text's UTF-8
+    plain = {i: token.content.encode("utf-8") for i, token in added.items() if i not in special}
     to_byte = {char: byte for byte, char in bytes_to_unicode().items()}
     known = backend.get_vocab_size(with_added_tokens=True)
     table: list[bytes | None] = []
     for i in range(known if size is None else min(size, known)):
+        if i in plain:
+            table.append(plain[i])
+            continue
         text = None if i in special else backend.id_to_token(i)
         try:
             table.append(bytes(to_byte[ch] for ch in text) if text else None)
         except KeyError:
-            # A character outside the 256-symbol byte alphabet (e.g. a non-special added
-            # token): we cannot say which bytes it writes, so it is never allowed.
+            # A vocabulary string outside the 256-symbol byte alphabet: we cannot say which
+            # bytes it writes, so it is never allowed.
             table.append(None)
     return table, special
 

@@ -40,11 +40,17 @@ def build_model(config, tokenizer, device: str, precision_dtype: torch.dtype):
         model = _load_4bit(config.model.init_from, precision_dtype, device)
     else:
         model = load_model(config.model.init_from, device=device).train()
+    new_ids = []
     if len(tokenizer) > model.config.vocab_size:
-        raise ConfigError(f"the tokenizer has {len(tokenizer)} tokens but the model only "
-                          f"{model.config.vocab_size}: use the model's own tokenizer")
+        if not config.model.extend_vocab:
+            raise ConfigError(f"the tokenizer has {len(tokenizer)} tokens but the model only "
+                              f"{model.config.vocab_size}: use the model's own tokenizer")
+        from ..checkpoint import load_tokenizer_for
+        from ..vocabulary import resize_model
+
+        new_ids = resize_model(model, load_tokenizer_for(config.model.init_from), tokenizer)
     if adapter:
-        model = add_lora(model, config, qlora=adapter == "qlora")
+        model = add_lora(model, config, qlora=adapter == "qlora", new_token_ids=new_ids)
     return model
 
 
@@ -65,17 +71,30 @@ def _load_4bit(path: str, compute_dtype: torch.dtype, device: str):
     return prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
 
 
-def add_lora(model, config, qlora: bool = False):
-    """Freeze the base and add LoRA adapters on the configured linear layers."""
+def add_lora(model, config, qlora: bool = False, new_token_ids: list[int] = ()):
+    """Freeze the base and add LoRA adapters on the configured linear layers; the rows of tokens
+    added to the vocabulary (`new_token_ids`) train too (peft's trainable tokens: the embedding
+    rows, and the output rows tied to them), and the adapter carries them."""
     from peft import LoraConfig, get_peft_model
 
     torch.manual_seed(config.seed)
     lora = LoraConfig(r=config.lora.rank, lora_alpha=config.lora.alpha, lora_dropout=config.lora.dropout,
-                      target_modules=list(config.lora.target_modules), task_type="CAUSAL_LM", bias="none")
+                      target_modules=list(config.lora.target_modules), task_type="CAUSAL_LM", bias="none",
+                      trainable_token_indices=_token_rows(model, new_token_ids))
     peft_model = get_peft_model(model, lora)
     # peft records the folder the base came from: the saved adapter names its base.
     peft_model.peft_config["default"].base_model_name_or_path = str(config.model.init_from)
     return peft_model
+
+
+def _token_rows(model, ids) -> list[int] | dict[str, list[int]] | None:
+    """peft's trainable_token_indices for `ids`: the input embedding (which a tied output layer
+    follows), or both layers by name when they are not tied."""
+    if not ids:
+        return None
+    if model.config.tie_word_embeddings:
+        return list(ids)
+    return {"embed_tokens": list(ids), "lm_head": list(ids)}
 
 
 def trainable_parameters(model) -> list[torch.nn.Parameter]:

@@ -92,7 +92,12 @@ def prepare_tokenizer(cfg: TrainConfig, run: RunDir, info):
     if cfg.model.tokenizer:
         return load_tokenizer(cfg.model.tokenizer)
     if cfg.model.init_from:
-        return load_tokenizer_for(cfg.model.init_from)
+        if not cfg.model.extend_vocab:
+            return load_tokenizer_for(cfg.model.init_from)
+        if not (own / "tokenizer.json").is_file() and info.is_main:  # (a resumed run keeps its extension)
+            extend_run_tokenizer(cfg, run, own)
+        dist.barrier(info)
+        return load_tokenizer(own)
     if cfg.mode == "distill":
         return load_tokenizer_for(cfg.distill.teacher)
     if (own / "tokenizer.json").is_file():
@@ -105,6 +110,33 @@ def prepare_tokenizer(cfg: TrainConfig, run: RunDir, info):
                 f"byte-fallback share {100 * report.byte_fallback_share:.2f} %, trained in {report.seconds:.1f}s")
     dist.barrier(info)
     return load_tokenizer(own)
+
+
+def extend_run_tokenizer(cfg: TrainConfig, run: RunDir, own) -> None:
+    """The starting model's tokenizer plus the corpus's frequent characters it spells in byte
+    pieces, saved as the run's tokenizer; the coverage before and after go to the log and to
+    `vocabulary.json` in the run folder."""
+    import json
+
+    from ..checkpoint import load_tokenizer_for
+    from ..tokenizer import iter_texts, save_tokenizer
+    from ..vocabulary import coverage, extend_tokenizer
+
+    def measured(tokenizer):
+        return coverage(tokenizer, iter_texts(cfg.data.files, text_field=cfg.data.text_field, kind=cfg.data.kind))
+
+    tokenizer = load_tokenizer_for(cfg.model.init_from)
+    before = measured(tokenizer)
+    added = extend_tokenizer(tokenizer, before.candidates(cfg.model.extend_min_count, cfg.model.extend_vocab))
+    after = measured(tokenizer) if added else before
+    save_tokenizer(tokenizer, own)
+    report = {"added_tokens": len(added), "before": before.as_dict(cfg.model.extend_min_count, cfg.model.extend_vocab),
+              "after": after.as_dict(cfg.model.extend_min_count, cfg.model.extend_vocab),
+              "added": "".join(tokenizer.convert_ids_to_tokens(added))}
+    (run.path / "vocabulary.json").write_text(json.dumps(report, ensure_ascii=False, indent=1), encoding="utf-8")
+    run.log(f"vocabulary: {len(added)} of the corpus's characters added as tokens ({len(tokenizer)} tokens); "
+            f"byte-fallback share {100 * before.byte_fallback_share:.1f} % -> {100 * after.byte_fallback_share:.1f} %, "
+            f"{before.chars_per_token:.2f} -> {after.chars_per_token:.2f} chars/token")
 
 
 def prepare_data(cfg: TrainConfig, tokenizer, info):
