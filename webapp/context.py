@@ -28,6 +28,7 @@ SAMPLES = {
     "Tang poem requests (314 chats, JSONL)": "tang_chat_sample.jsonl",
     "Tang poem preferences (720 pairs for DPO, JSONL)": "tang_preference.jsonl",
     "Tang poem prompts (2,000 requests for GRPO, JSONL)": "tang_prompts.jsonl",
+    "Song ci (1,200 ci, simplified characters, JSONL)": "songci_sample.jsonl",
 }
 DEFAULT_MODEL = "minimind-tang"
 

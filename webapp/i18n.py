@@ -28,6 +28,10 @@ EN = {
     "batch_size": "Batch size", "seq_len": "Sequence length", "lr": "Learning rate",
     "grad_accum": "Gradient accumulation", "precision": "Precision", "lora_rank": "LoRA rank",
     "lora_alpha": "LoRA alpha", "eval_every": "Evaluate every (steps, 0 = auto)",
+    "processes": "Processes", "processes_info": "data-parallel processes (torchrun): one per GPU, or CPU cores; "
+    "the batch size is per process",
+    "parallelism": "Parallelism", "parallelism_info": "DDP: each process holds the whole model; FSDP2: shards it",
+    "report_to": "Also report to", "report_to_info": "the same metrics, in the run folder (no account)",
     "estimate": "Estimate size and time", "start": "Start training", "stop": "Stop", "resume": "Resume",
     "mode_pretrain": "pretrain", "mode_sft": "sft", "mode_lora": "lora", "mode_qlora": "qlora",
     "mode_dpo": "dpo", "mode_distill": "distill", "mode_grpo": "Reinforce (GRPO)",
@@ -71,6 +75,19 @@ EN = {
     "c_reward_fields": "**With reward fields:** {asks}", "none": "none", "binary": "binary",
     "c_skipped": "Skipped {n} bad records:", "c_empty": "- {n} empty documents dropped",
     "c_no_problems": "No problems found.",
+    "extend_vocab": "Add the corpus's characters to the vocabulary",
+    "extend_vocab_info": "fine-tuning: characters the model's tokenizer writes in byte pieces become tokens of their own",
+    "e_coverage": "The starting model's tokenizer writes {share} % of this corpus's characters in byte pieces "
+                  "({cpt} characters per token).",
+    "e_coverage_extend": "The starting model's tokenizer writes {share} % of this corpus's characters in byte pieces "
+                         "({cpt} characters per token): tick “Add the corpus's characters to the vocabulary” to "
+                         "give {n} frequent ones a token of their own.",
+    "e_coverage_extended": "The starting model's tokenizer writes {share} % of this corpus's characters in byte "
+                           "pieces ({cpt} characters per token); the run adds {n} of them as tokens of their own.",
+    "c_coverage_head": "**Tokenizer coverage** (how each shipped model's tokenizer writes these characters):",
+    "c_coverage": "- {model}: {share} % of the characters in byte pieces, {cpt} characters per token",
+    "c_coverage_missing": "; {n} characters seen {k}+ times have no token of their own: "
+                          "tick “Add the corpus's characters to the vocabulary” when you fine-tune it",
     "c_saved": "Saved corpus **{name}** ({n} {units}).",
     "c_tokenizer": " Tokenizer: {vocab} tokens, {cpt} chars/token, trained in {seconds}s.",
     "e_estimate": "**{params}** parameters ({size}{trainable} trainable) on {device}  \n"
@@ -142,6 +159,9 @@ ZH = {
     "batch_size": "批大小", "seq_len": "序列长度", "lr": "学习率",
     "grad_accum": "梯度累积", "precision": "精度", "lora_rank": "LoRA 秩",
     "lora_alpha": "LoRA alpha", "eval_every": "每隔多少步评估（0 = 自动）",
+    "processes": "进程数", "processes_info": "数据并行进程（torchrun）：每块 GPU 或每个 CPU 核一个；批大小按每个进程计",
+    "parallelism": "并行方式", "parallelism_info": "DDP：每个进程持有完整模型；FSDP2：把模型切分到各进程",
+    "report_to": "同时记录到", "report_to_info": "同样的指标，写在运行文件夹里（无需账号）",
     "estimate": "估算规模与时间", "start": "开始训练", "stop": "停止", "resume": "继续",
     "mode_pretrain": "预训练 pretrain", "mode_sft": "全量微调 sft", "mode_lora": "lora", "mode_qlora": "qlora",
     "mode_dpo": "偏好优化 dpo", "mode_distill": "蒸馏 distill", "mode_grpo": "强化学习 (GRPO)",
@@ -183,6 +203,16 @@ ZH = {
     "c_reward_fields": "**含奖励字段：** {asks}", "none": "无", "binary": "二进制",
     "c_skipped": "跳过了 {n} 条错误记录：", "c_empty": "- 丢弃了 {n} 篇空文档",
     "c_no_problems": "未发现问题。",
+    "extend_vocab": "把语料的字符加入词表",
+    "extend_vocab_info": "微调时：模型分词器拆成字节片段的字符成为独立词元",
+    "e_coverage": "起始模型的分词器把该语料 {share} % 的字符拆成字节片段（每词元 {cpt} 个字符）。",
+    "e_coverage_extend": "起始模型的分词器把该语料 {share} % 的字符拆成字节片段（每词元 {cpt} 个字符）："
+                         "勾选“把语料的字符加入词表”可让 {n} 个常见字符拥有独立词元。",
+    "e_coverage_extended": "起始模型的分词器把该语料 {share} % 的字符拆成字节片段（每词元 {cpt} 个字符）；"
+                           "本次训练会把其中 {n} 个加入词表。",
+    "c_coverage_head": "**分词器覆盖**（各内置模型的分词器如何书写这些字符）：",
+    "c_coverage": "- {model}：{share} % 的字符被拆成字节片段，每词元 {cpt} 个字符",
+    "c_coverage_missing": "；{n} 个出现 {k} 次以上的字符没有自己的词元：微调该模型时请勾选“把语料的字符加入词表”",
     "c_saved": "已保存语料 **{name}**（{n} {units}）。",
     "c_tokenizer": " 分词器：{vocab} 个词元，每词元 {cpt} 个字符，训练用时 {seconds} 秒。",
     "e_estimate": "**{params}** 个参数（{size}其中 {trainable} 个可训练），运行于 {device}  \n"

@@ -1,7 +1,8 @@
 """Train tab: pick a base, a mode and a corpus; see size and ETA; start, watch, stop, resume.
 
-Training runs as a child process (`python -m minimind train`); this tab only
-writes a config, asks the job manager to queue it, and reads the run folder.
+Training runs as a child process (`python -m minimind train`, under torchrun when the run asks
+for several processes); this tab only writes a config, asks the job manager to queue it, and
+reads the run folder.
 Modes dpo (preference pairs), distill (a teacher's logits) and grpo (rewards for
 answers the model writes; see grpo.py) show their own settings and, while a run trains, their
 own metrics beside the loss; a grpo run also shows its held-out answers with their rewards.
@@ -18,10 +19,13 @@ import yaml
 from minimind.config import PRESETS
 from minimind.training import RunDir, TrainConfig
 from minimind.training.checkpoint import latest_checkpoint
-from minimind.training.config import MODES as TRAIN_MODES, DistillSection, DpoSection
+from minimind.training.config import DISTRIBUTED, EXTENDABLE, MODES as TRAIN_MODES, DistillSection, DpoSection
+from minimind.training.distributed import local_capacity
 from minimind.training.estimate import estimate
 from minimind.training.precision import bf16_supported, describe, pick_device
+from minimind.training.reporting import REPORT_TO
 from minimind.training.sizing import pretrain_lr
+from minimind.vocabulary import MAX_NEW_TOKENS, MIN_COUNT
 
 from ..context import AppContext, user_errors, without_paths
 from ..i18n import EN, headed, t, tr
@@ -33,6 +37,8 @@ WEIGHTS = {"full": "", "lora": "lora", "qlora": "qlora"}  # dpo / distill / grpo
 ADAPTABLE = ("dpo", "distill", "grpo")  # the modes whose weights the page asks for
 STOP_AFTER = ("steps", "minutes")  # how a run's length is given: max_steps, or time_budget_s (minutes × 60)
 MAX_MINUTES = 24 * 60  # the longest time budget the page takes (one day)
+PARALLEL = {"ddp": "DDP", "fsdp": "FSDP2"}  # config `distributed` -> what the page calls it
+TRACKERS = {"tensorboard": "TensorBoard", "trackio": "trackio"}  # config `report_to` -> the page's names
 LEGEND_TITLE = "loss on"  # the loss plot's legend title (its entries: train, validation)
 RUN_COLUMNS = ["run", "state", "mode", "step", "val_loss", "val_bpc", "error"]  # the Runs table
 # Words of the trainer's log meant for its command line, and what the page says instead
@@ -113,14 +119,19 @@ def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr,
                  temperature=DistillSection.temperature, kl_weight=DistillSection.kl_weight,
                  rewards=None, group_size=grpo.DEFAULTS["group_size"], grpo_beta=grpo.DEFAULTS["beta"],
                  max_new_tokens=grpo.DEFAULTS["max_new_tokens"], stop_after="steps",
-                 minutes=10.0) -> TrainConfig:
+                 minutes=10.0, processes=1, parallel="ddp", report_to=None, extend_vocab=False) -> TrainConfig:
     """The run the page describes. dpo, distill and grpo read `weights` (full, lora or qlora); dpo
     reads `beta`; distill reads `teacher` (an offered full model), `temperature` and `kl_weight` (the
     next-token loss on the data weighs 1 - kl_weight); grpo reads `rewards` (grpo.rewards of the
     config, as a list or JSON text; None: the page's default), `group_size`, `grpo_beta` and
     `max_new_tokens`, within the page's bounds. Every other input of another mode is ignored.
     `stop_after` "steps" runs `steps` optimizer steps; "minutes" runs for `minutes` of wall-clock
-    time (time_budget_s; max_steps 0: the trainer sizes the run from its measured steps)."""
+    time (time_budget_s; max_steps 0: the trainer sizes the run from its measured steps).
+    `processes` > 1 trains with that many data-parallel processes (torchrun; `batch` is per process)
+    sharing the model as `parallel` says (ddp or fsdp), at most one per GPU (or CPU core, at least
+    2). `report_to` lists trackers (tensorboard, trackio) that get the run's metrics too.
+    `extend_vocab` adds the corpus's frequent characters that the starting model's tokenizer
+    spells in byte pieces to its vocabulary (fine-tuning modes; minimind.vocabulary)."""
     if mode not in MODES:
         raise WorkspaceError(f"mode must be one of {', '.join(MODES)}")
     if not corpus:
@@ -142,12 +153,19 @@ def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr,
         raise WorkspaceError(f"stop after must be one of {', '.join(STOP_AFTER)} (got {stop_after!r})")
     timed = stop_after == "minutes"
     budget_s = round(_number(minutes, "minutes", 0.1, MAX_MINUTES) * 60, 3) if timed else 0.0
+    count = _number(processes if processes is not None else 1, "processes", 1, max_processes())
+    if count != int(count):
+        raise WorkspaceError(f"processes must be a whole number (got {processes!r})")
+    if (parallel or "ddp") not in DISTRIBUTED:
+        raise WorkspaceError(f"parallelism must be one of {', '.join(DISTRIBUTED)} (got {parallel!r})")
     adapter = ""
     if mode in ADAPTABLE:
         if (weights or "full") not in WEIGHTS:
             raise WorkspaceError(f"weights must be one of {', '.join(WEIGHTS)} (got {weights!r})")
         adapter = WEIGHTS[weights or "full"]
     raw = {"mode": mode, "adapter": adapter, "max_steps": 0 if timed else int(steps), "time_budget_s": budget_s,
+           "processes": int(count), "distributed": parallel or "ddp",
+           "report_to": [report_to] if isinstance(report_to, str) else list(report_to or []),
            "batch_size": int(batch),
            "grad_accum": int(accum), "precision": precision, "eval_every": int(eval_every or 0),
            "optim": {"lr": float(lr)},
@@ -182,20 +200,55 @@ def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr,
             raw["model"]["tokenizer"] = str(tok)
     else:
         raw["model"] = {"init_from": str(ctx.model_folder(base))}
+    if extend_vocab:
+        if base.startswith("new:") or mode not in EXTENDABLE:
+            raise WorkspaceError("adding the corpus's characters to the vocabulary is for fine-tuning an existing "
+                                 "model (modes pretrain, sft, lora, qlora); a new model learns its own tokenizer")
+        raw["model"]["extend_vocab"] = MAX_NEW_TOKENS
     config = TrainConfig.from_dict(raw)
     config.validate()
     return config
 
 
+def max_processes() -> int:
+    """The most processes the page starts for one run on this machine's device."""
+    return local_capacity(pick_device())
+
+
 def do_estimate(ctx: AppContext, *args) -> str:
+    import tempfile
+
     config = build_config(ctx, *args)
-    scratch = ctx.workspace.cache / "estimate"
-    e = estimate(config, scratch=str(scratch))
+    ctx.workspace.cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="estimate-", dir=ctx.workspace.cache) as scratch:
+        e = estimate(config, scratch=scratch)  # a fresh folder: nothing of an earlier estimate is reused
     size = f"`{e.preset}`; " if e.preset else ""
-    return tr("e_estimate", params=f"{e.params:,}", size=size, trainable=f"{e.trainable:,}", device=e.device,
+    text = tr("e_estimate", params=f"{e.params:,}", size=size, trainable=f"{e.trainable:,}", device=e.device,
               tokens=f"{e.tokens_per_epoch:,}", rows=f"{e.train_rows:,}", steps=f"{e.steps:,}",
               sps=f"{e.seconds_per_step:.2f}", eta=_duration(e.eta_s),
               how=tr("e_how_minutes" if config.time_budget_s else "e_how_steps"))
+    return text + coverage_note(config)
+
+
+def coverage_note(config: TrainConfig) -> str:
+    """For a fine-tune: how the starting model's tokenizer spells the corpus, and what ticking
+    "add the corpus's characters" would add (or, when ticked, has added to the estimate's view)."""
+    from minimind.checkpoint import load_tokenizer_for
+    from minimind.errors import MiniMindError
+    from minimind.tokenizer import iter_texts
+    from minimind.vocabulary import coverage
+
+    if not config.model.init_from:
+        return ""
+    try:
+        found = coverage(load_tokenizer_for(config.model.init_from),
+                         iter_texts(config.data.files, text_field=config.data.text_field, kind=config.data.kind))
+    except MiniMindError:
+        return ""
+    added = len(found.candidates(MIN_COUNT, MAX_NEW_TOKENS))
+    key = "e_coverage_extended" if config.model.extend_vocab else "e_coverage_extend" if added else "e_coverage"
+    return "\n\n" + tr(key, share=f"{100 * found.byte_fallback_share:.1f}", cpt=f"{found.chars_per_token:.2f}",
+                        n=f"{added:,}")
 
 
 def start(ctx: AppContext, *args):
@@ -458,10 +511,19 @@ def build(ctx: AppContext) -> None:
         rank = gr.Number(value=16, precision=0, label=t("lora_rank"))
         alpha = gr.Number(value=32, precision=0, label=t("lora_alpha"))
         eval_every = gr.Number(value=0, precision=0, label=t("eval_every"))
+    with gr.Row():
+        processes = gr.Number(value=1, precision=0, minimum=1, maximum=max_processes(), label=t("processes"),
+                              info=t("processes_info"), elem_id="train-processes")
+        parallel = gr.Radio([(name, value) for value, name in PARALLEL.items()], value="ddp",
+                            label=t("parallelism"), info=t("parallelism_info"), elem_id="train-parallel")
+        report_to = gr.CheckboxGroup([(TRACKERS[name], name) for name in REPORT_TO], value=[],
+                                     label=t("report_to"), info=t("report_to_info"), elem_id="train-report-to")
+        extend_vocab = gr.Checkbox(value=False, label=t("extend_vocab"), info=t("extend_vocab_info"),
+                                   elem_id="train-extend-vocab")
     # the new inputs go last: a client that sends the first twelve gets the defaults of the rest
     inputs = [base, mode, corpus, steps, batch, seq_len, lr, accum, precision, rank, alpha, eval_every,
               weights, beta, teacher, temperature, kl_weight, rewards, group_size, grpo_beta, max_new_tokens,
-              stop_after, minutes]
+              stop_after, minutes, processes, parallel, report_to, extend_vocab]
     with gr.Row():
         estimate_btn = gr.Button(t("estimate"), elem_id="estimate-btn")
         start_btn = gr.Button(t("start"), variant="primary", elem_id="start-btn")
