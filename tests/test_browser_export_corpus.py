@@ -11,7 +11,7 @@ import pytest
 
 from helpers import ROOT
 from webapp.app import build_app
-from webapp_helpers import LiveServer, chromium_page, free_port
+from webapp_helpers import LiveServer, chromium_page, free_port, table_headers, table_rows
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = ROOT / "test-artifacts"
@@ -21,18 +21,6 @@ pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium (apt-get install chromium)"),
     pytest.mark.skipif(not (SHIPPED / "model.safetensors").is_file(), reason="needs the shipped MiniMind-Tang")]
-
-
-def _headers(page, elem_id: str) -> list[str]:
-    return [h.strip() for h in page.locator(f"#{elem_id} thead th").all_inner_texts() if h.strip()]
-
-
-def _body_rows(page, elem_id: str) -> list[list[str]]:
-    """The cells of each body row that holds anything, read from the first table (Gradio's
-    layout copy of the data; the scrolling grid repeats it)."""
-    rows = page.locator(f"#{elem_id} table").first.locator("tbody tr").evaluate_all(
-        "rows => rows.map(r => [...r.querySelectorAll('td')].map(c => c.textContent.trim()))")
-    return [r for r in rows if any(r)]
 
 
 def test_empty_corpus_tables_histogram_and_named_sane_export(tmp_path):
@@ -51,11 +39,11 @@ def test_empty_corpus_tables_histogram_and_named_sane_export(tmp_path):
 
             # Corpus tab before any upload: named headers, no "1 2 3", no blank saved-corpus row
             expect(page.locator("#saved-corpora")).to_contain_text("corpus")
-            assert _headers(page, "saved-corpora")[:4] == ["corpus", "kind", "documents", "tokenizer"]
-            assert _body_rows(page, "saved-corpora") == []
-            assert _headers(page, "corpus-samples") == ["sample"]
+            assert table_headers(page, "saved-corpora")[:4] == ["corpus", "kind", "documents", "tokenizer"]
+            assert table_rows(page, "saved-corpora") == []
+            assert table_headers(page, "corpus-samples") == ["sample"]
             for table in ("saved-corpora", "corpus-samples"):
-                assert not re.fullmatch(r"[\d\s]*", " ".join(_headers(page, table))), _headers(page, table)
+                assert not re.fullmatch(r"[\d\s]*", " ".join(table_headers(page, table))), table_headers(page, table)
             page.screenshot(path=str(ARTIFACTS / "corpus-empty.png"), full_page=True)
 
             # the bundled Tang sample: at most 10 histogram bars with compact labels
@@ -70,7 +58,7 @@ def test_empty_corpus_tables_histogram_and_named_sane_export(tmp_path):
 
             # Export the shipped model to one small format
             page.get_by_role("tab", name="Export").click()
-            assert _headers(page, "export-table")[:3] == ["format", "file", "size MB"]
+            assert table_headers(page, "export-table")[:3] == ["format", "file", "size MB"]
             expect(page.get_by_role("combobox", name="Model")).to_have_value("shipped: minimind-tang")
             formats = page.locator("#export-formats")
             formats.get_by_label("hf", exact=True).uncheck()
@@ -81,8 +69,8 @@ def test_empty_corpus_tables_histogram_and_named_sane_export(tmp_path):
                 "href", re.compile(r"/minimind-tang-q8_0\.gguf$"))  # the file is named after the model
             expect(page.locator("#export-message")).to_contain_text("heldout_sample")  # names the text
             expect(page.locator("#export-message")).to_contain_text(re.compile(r"exports/\d{8}-\d{6}-minimind-tang\b"))
-            headers = _headers(page, "export-table")
-            (row,) = _body_rows(page, "export-table")
+            headers = table_headers(page, "export-table")
+            (row,) = table_rows(page, "export-table")
             cells = dict(zip(headers, row))
             assert cells["file"] == "minimind-tang-q8_0.gguf"
             ppl, source = float(cells["perplexity"]), float(cells["source perplexity"])

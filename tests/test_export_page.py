@@ -50,12 +50,27 @@ def test_a_run_is_scored_on_its_own_validation_split(tmp_path):
     assert model_name(run / "checkpoints" / "step-4") == "20261201-013408-lora"
 
 
+def test_chat_and_preference_runs_are_scored_on_the_answers_they_held_out(tmp_path):
+    samples = ROOT / "samples"
+    for name, kind, answer in (("tang_chat_sample.jsonl", "chat", lambda d: [m["content"] for m in d["messages"]
+                                                                             if m["role"] == "assistant"]),
+                               ("tang_preference.jsonl", "preference", lambda d: [d["chosen"]])):
+        data = {"files": [str(samples / name)], "val_fraction": 0.05, "cache_dir": str(tmp_path / "cache")}
+        run = _run(tmp_path / kind, data)
+        docs, label = default_eval_text(run / "checkpoints" / "step-4")
+        config = DataConfig(**data)
+        records = read_documents(config.files, config).dataset
+        _, val = split_indices(len(records), 0.05, config.seed)
+        expected = [text for i in val for text in answer(records[int(i)])]
+        assert docs and docs == expected[:len(docs)] and "validation split of run" in label, kind
+
+
 @needs_tang
-def test_a_chat_run_falls_back_to_the_sample_its_base_model_ships(tmp_path):
-    data = {"files": [str(ROOT / "samples" / "tang_chat_sample.jsonl")], "val_fraction": 0.05,
+def test_a_prompts_run_falls_back_to_the_sample_its_base_model_ships(tmp_path):
+    data = {"files": [str(ROOT / "samples" / "tang_prompts.jsonl")], "val_fraction": 0.05,
             "cache_dir": str(tmp_path / "cache")}
     run = _run(tmp_path, data, init_from=str(TANG))
-    docs, name = default_eval_text(run / "checkpoints" / "step-4")
+    docs, name = default_eval_text(run / "checkpoints" / "step-4")  # prompts hold no answers to score
     assert name.startswith("minimind-tang/heldout_sample.jsonl") and "，" in docs[0]
 
 

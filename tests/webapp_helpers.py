@@ -77,3 +77,16 @@ def pick(page, label: str, option: str) -> None:
     """Choose `option` in the Gradio dropdown labelled `label`."""
     page.get_by_role("combobox", name=label).click()
     page.get_by_role("option", name=option).first.click()
+
+
+def table_headers(page, elem_id: str) -> list[str]:
+    """The non-empty column headers of the Gradio table with elem_id `elem_id`."""
+    return [h.strip() for h in page.locator(f"#{elem_id} thead th").all_inner_texts() if h.strip()]
+
+
+def table_rows(page, elem_id: str) -> list[list[str]]:
+    """The cells of each body row that holds anything, read from the first table (Gradio's
+    layout copy of the data; the scrolling grid repeats it)."""
+    rows = page.locator(f"#{elem_id} table").first.locator("tbody tr").evaluate_all(
+        "rows => rows.map(r => [...r.querySelectorAll('td')].map(c => c.textContent.trim()))")
+    return [r for r in rows if any(r)]

@@ -3,8 +3,10 @@
 A perplexity means something only on text like the model's training data, so the
 default is looked for in this order:
 1. the validation split of the training run the checkpoint belongs to (a checkpoint
-   at RUN/checkpoints/step-N, with RUN/config.yaml naming a plain-text corpus): the
-   same seeded document split the trainer held out;
+   at RUN/checkpoints/step-N, with RUN/config.yaml naming its corpus): the same seeded
+   split the trainer held out — its documents, or what the run taught the model to
+   write there (a chat's assistant turns, a preference pair's chosen answer); a
+   prompts corpus holds no answers and goes on to 2.;
 2. the held-out sample a checkpoint ships with (`heldout_sample.jsonl` / `.txt`), of
    the checkpoint itself, else of the model a run or adapter started from;
 3. only when nothing is known, `verify.DEFAULT_EVAL_TEXT`, labelled as generic text.
@@ -71,8 +73,20 @@ def _run_config(run: Path) -> dict:
         return {}
 
 
+def answers(doc: dict) -> list[str]:
+    """What a run trained the model to write, in one held-out record: a plain document; a chat's
+    assistant turns; a preference pair's chosen answer. A prompts record has none (the model wrote
+    its answers): []."""
+    if "text" in doc:
+        return [doc["text"]]
+    if "chosen" in doc:
+        return [doc["chosen"]]
+    return [m["content"] for m in doc.get("messages") or [] if m.get("role") == "assistant"]
+
+
 def validation_text(run: Path, limit: int = EVAL_CHARS) -> list[str]:
-    """The documents a run held out for validation (plain-text corpora only; [] otherwise)."""
+    """The texts of the records a run held out for validation ([] when there are none): plain
+    documents, or the answers of chat and preference records (`answers`)."""
     from ..data import DataConfig
     from ..data.documents import read_documents
     from ..data.prepare import split_indices
@@ -87,12 +101,10 @@ def validation_text(run: Path, limit: int = EVAL_CHARS) -> list[str]:
         docs = read_documents(config.files, config)
     except (MiniMindError, OSError, ValueError, TypeError, KeyError):
         return []
-    if docs.kind != "text":
-        return []
     _, val_idx = split_indices(len(docs.dataset), config.val_fraction, config.seed)
     if not len(val_idx):
         return []
-    return _cut(docs.dataset.select(val_idx)["text"], limit)
+    return _cut((text for doc in docs.dataset.select(val_idx) for text in answers(doc)), limit)
 
 
 def shipped_sample(folder: str | Path, limit: int = EVAL_CHARS) -> tuple[list[str], Path] | None:
@@ -140,7 +152,7 @@ def default_eval_text(model: str | Path, adapter: str | Path | None = None,
         if run is not None:
             docs = validation_text(run, limit)
             if docs:
-                return docs, f"the validation split of run {run.name} ({len(docs)} held-out documents)"
+                return docs, f"the validation split of run {run.name} ({len(docs)} held-out texts)"
     for folder in _origins(model, adapter):
         found = shipped_sample(folder, limit)
         if found is not None:
