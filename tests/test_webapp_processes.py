@@ -105,3 +105,22 @@ def test_stop_and_resume_a_two_process_run(ctx):
     steps = [r["step"] for r in run.read_metrics() if "loss" in r]
     assert steps == sorted(set(steps)) and steps[-1] > stopped_at  # one curve, continued from the checkpoint
     assert f"resumed from step-{stopped_at}" in run.log_file.read_text()
+
+
+@pytest.mark.parametrize("tail, message", [
+    (["x" * 10_000, "ddp", [], False], "processes must be a number"),
+    ([1, "../../etc", [], False], "parallelism must be one of ddp, fsdp"),
+    ([1, "ddp", ["../../etc/passwd"], False], "report_to takes tensorboard, trackio"),
+    ([1, "ddp", ["y" * 100_000], False], "report_to takes tensorboard, trackio"),
+    ([1, "ddp", [], "yes"], "must be true or false"),
+    ([1, "ddp", [], [1] * 5], "must be true or false"),
+])
+def test_hostile_values_of_the_new_inputs_are_refused_in_short_messages(ctx, tail, message):
+    from webapp.context import user_errors
+
+    args = [BASE, "sft", "poems", 3, 2, 32, 1e-3, 1, "fp32", 4, 8, 0, "full", 0.5, None, 2.0, 0.5, None, 8,
+            0.04, 96, "steps", 10, *tail]
+    with pytest.raises(Exception, match=message) as refused:
+        user_errors(lambda *a: train.build_config(ctx, *a))(*args)
+    assert len(str(refused.value)) < 200  # a visitor's value is quoted, not echoed whole
+    assert ctx.jobs.runs() == []

@@ -43,7 +43,8 @@ def check_report_to(report_to) -> None:
         raise ConfigError(f"report_to must be a list of {', '.join(REPORT_TO)} (got {report_to!r})")
     unknown = [name for name in report_to if name not in REPORT_TO]
     if unknown:
-        raise ConfigError(f"report_to takes {', '.join(REPORT_TO)} (unknown: {', '.join(unknown)})")
+        shown = ", ".join(name[:40] + ("…" if len(name) > 40 else "") for name in unknown[:5])
+        raise ConfigError(f"report_to takes {', '.join(REPORT_TO)} (unknown: {shown})")
     for name in report_to:
         if importlib.util.find_spec(name) is None:
             raise ConfigError(f"report_to names {name}, which is not installed here: pip install {name} "

@@ -110,8 +110,14 @@ def _number(value, what: str, low: float, high: float | None = None) -> float:
     ok = low <= number <= high if high is not None else number > low
     if not ok:  # NaN fails both
         span = f"between {low:g} and {high:g}" if high is not None else f"above {low:g}"
-        raise WorkspaceError(f"{what} must be a number {span} (got {value!r})")
+        raise WorkspaceError(f"{what} must be a number {span} (got {_shown(value)})")
     return number
+
+
+def _shown(value, limit: int = 40) -> str:
+    """A value a visitor sent, as an error message quotes it: its repr, cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr, accum, precision,
@@ -150,18 +156,20 @@ def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr,
     if mode != "grpo" and kind == "prompts":
         raise WorkspaceError(f"corpus {corpus!r} holds prompts without answers: train on it with mode grpo")
     if (stop_after or "steps") not in STOP_AFTER:
-        raise WorkspaceError(f"stop after must be one of {', '.join(STOP_AFTER)} (got {stop_after!r})")
+        raise WorkspaceError(f"stop after must be one of {', '.join(STOP_AFTER)} (got {_shown(stop_after)})")
     timed = stop_after == "minutes"
     budget_s = round(_number(minutes, "minutes", 0.1, MAX_MINUTES) * 60, 3) if timed else 0.0
     count = _number(processes if processes is not None else 1, "processes", 1, max_processes())
     if count != int(count):
-        raise WorkspaceError(f"processes must be a whole number (got {processes!r})")
+        raise WorkspaceError(f"processes must be a whole number (got {_shown(processes)})")
     if (parallel or "ddp") not in DISTRIBUTED:
-        raise WorkspaceError(f"parallelism must be one of {', '.join(DISTRIBUTED)} (got {parallel!r})")
+        raise WorkspaceError(f"parallelism must be one of {', '.join(DISTRIBUTED)} (got {_shown(parallel)})")
+    if extend_vocab not in (True, False, None):
+        raise WorkspaceError(f"add the corpus's characters must be true or false (got {_shown(extend_vocab)})")
     adapter = ""
     if mode in ADAPTABLE:
         if (weights or "full") not in WEIGHTS:
-            raise WorkspaceError(f"weights must be one of {', '.join(WEIGHTS)} (got {weights!r})")
+            raise WorkspaceError(f"weights must be one of {', '.join(WEIGHTS)} (got {_shown(weights)})")
         adapter = WEIGHTS[weights or "full"]
     raw = {"mode": mode, "adapter": adapter, "max_steps": 0 if timed else int(steps), "time_budget_s": budget_s,
            "processes": int(count), "distributed": parallel or "ddp",
