@@ -91,3 +91,38 @@ def test_two_process_grpo_run_samples_and_learns_as_one_process(tmp_path, tokeni
     for a, b in zip(one, two):
         assert a["reward"] == pytest.approx(b["reward"]) and a["answer_tokens"] == pytest.approx(b["answer_tokens"])
         assert abs(a["loss"] - b["loss"]) < 1e-5, (a, b)
+
+
+def test_lora_with_an_extended_vocabulary_under_fsdp_saves_resumes_and_matches_one_process(tmp_path, tokenizer):
+    """FSDP shards the adapter's weights: the checkpoint is written from the gathered state (it
+    used to fail on the shards), and a resumed run continues the same curve."""
+    import shutil
+
+    from minimind.checkpoint import load_model
+    from test_vocabulary import _songci
+    from training_helpers import save_base_model
+
+    base = save_base_model(tmp_path / "base", tokenizer)
+    corpus = _songci(tmp_path, 40)
+    settings = dict(mode="lora", model__init_from=str(base), model__extend_vocab=50, data__seq_len=48, max_steps=4,
+                    save_every=2, lora__rank=4, lora__dropout=0.0, optim__lr=1e-2)
+    train(make_config(tmp_path / "one", [corpus], batch_size=4, **settings))
+    multi = make_config(tmp_path / "two", [corpus], batch_size=2, distributed="fsdp", **settings)
+    multi.save(tmp_path / "multi.yaml")
+    run = RunDir(tmp_path / "two" / "run")
+    _torchrun(tmp_path / "multi.yaml", run.path)
+    one, two = losses(tmp_path / "one" / "run"), losses(run.path)
+    assert sorted(one) == sorted(two) == [1, 2, 3, 4]
+    for step in one:
+        assert abs(one[step] - two[step]) < 1e-4, (step, one[step], two[step])
+    merged = load_model(run.checkpoints / "step-4", merge=True)
+    assert merged.config.vocab_size == len(tokenizer) + 50
+
+    # interrupted after step 2: resumed from that checkpoint, steps 3 and 4 come out the same
+    shutil.rmtree(run.checkpoints / "step-4")
+    run.truncate_metrics_after(2)
+    run.write_status(state="stopped")
+    _torchrun(tmp_path / "multi.yaml", run.path, "--resume")
+    resumed = losses(run.path)
+    for step in (3, 4):
+        assert abs(resumed[step] - two[step]) < 1e-5, (step, resumed[step], two[step])

@@ -214,8 +214,8 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
             return None
 
         def write_model(folder: Path):
-            if cfg.adapter_kind:
-                base_model.save_pretrained(folder)
+            if cfg.adapter_kind:  # (under FSDP from the gathered weights: the model's own are shards)
+                base_model.save_pretrained(folder, **({"state_dict": model_sd} if model_sd is not None else {}))
             else:
                 base_model.save_pretrained(folder, state_dict=model_sd)
                 write_generation_config(folder, tokenizer)
