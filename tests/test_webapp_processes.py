@@ -124,3 +124,20 @@ def test_hostile_values_of_the_new_inputs_are_refused_in_short_messages(ctx, tai
         user_errors(lambda *a: train.build_config(ctx, *a))(*args)
     assert len(str(refused.value)) < 200  # a visitor's value is quoted, not echoed whole
     assert ctx.jobs.runs() == []
+
+
+def test_the_estimate_of_a_two_process_run_plans_with_the_doubled_batch_and_its_share_of_the_cores(ctx):
+    import math
+
+    import torch
+
+    from minimind.training.estimate import estimate
+
+    one = train.build_config(ctx, BASE, "sft", "poems", 4, 2, 32, 1e-3, 1, "fp32", 4, 8, 0)
+    one.max_steps, one.epochs = 0, 1  # planned from the data: one pass
+    two = train.build_config(ctx, BASE, "sft", "poems", 4, 2, 32, 1e-3, 1, "fp32", 4, 8, 0, processes=2)
+    two.max_steps, two.epochs = 0, 1
+    threads = torch.get_num_threads()
+    a, b = (estimate(c, probe_steps=1, scratch=str(ctx.workspace.root / f"est{i}")) for i, c in enumerate((one, two)))
+    assert torch.get_num_threads() == threads  # the probe's thread share is given back
+    assert a.steps == math.ceil(a.train_rows / 2) and b.steps == math.ceil(b.train_rows / 4)

@@ -8,6 +8,7 @@ any weight.
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import asdict, dataclass
 
@@ -48,9 +49,17 @@ def estimate(config: TrainConfig, probe_steps: int = 2, scratch: str | None = No
     started = time.perf_counter()
     built = set_up(cfg, run, info, device, resume=False, started=started, log=lambda _msg: None)
     built.model.train()
-    per_step = speed_probe(built.model, built.stream, built.precision, built.objective, steps=probe_steps)
+    processes = max(1, cfg.processes)
+    threads = torch.get_num_threads()
+    if processes > 1 and device == "cpu":  # each of N processes gets its share of the cores (as the page starts them)
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // processes))
+    try:
+        per_step = speed_probe(built.model, built.stream, built.precision, built.objective, steps=probe_steps)
+    finally:
+        torch.set_num_threads(threads)
     left = built.budget.left(time.perf_counter()) if built.budget else None
-    steps = planned_steps(cfg, built.stream.steps_per_epoch(), per_step, left)
+    # N processes take N batches a step (the probe times one process's; their all-reduce is not counted)
+    steps = planned_steps(cfg, built.stream.steps_per_epoch() / processes, per_step, left)
     trainable, total = count_parameters(built.base_model)
     corpus = built.corpus
     del built
