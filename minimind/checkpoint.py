@@ -55,7 +55,8 @@ def load_model(path: str | Path, adapter: str | Path | None = None, dtype: torch
                device: str | torch.device = "cpu", merge: bool = False):
     """Load a MiniMind/Llama model folder, optionally with a LoRA adapter on top.
 
-    `path` may itself be an adapter folder; its base is then read from the adapter.
+    `path` may itself be an adapter folder; its base is then read from the adapter (and when that
+    base is an adapter too, as for a LoRA run started from a LoRA run, it is loaded merged first).
     With `merge=True` the adapter is folded into the weights (plain model returned).
     """
     import minimind  # noqa: F401  (registers the Auto classes in this process)
@@ -63,12 +64,15 @@ def load_model(path: str | Path, adapter: str | Path | None = None, dtype: torch
 
     if adapter is None and is_adapter(path):
         path, adapter = adapter_base(path), path
-    folder = check_model_folder(path)
-    try:
-        model = AutoModelForCausalLM.from_pretrained(
-            folder, dtype=dtype or torch.float32, use_safetensors=True, trust_remote_code=False)
-    except (OSError, ValueError, RuntimeError) as err:
-        raise CheckpointError(f"{folder}: could not load the model ({err})") from err
+    if is_adapter(path):  # a chain: the base is itself a run's adapter on its own base
+        model = load_model(path, dtype=dtype, merge=True)
+    else:
+        folder = check_model_folder(path)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(
+                folder, dtype=dtype or torch.float32, use_safetensors=True, trust_remote_code=False)
+        except (OSError, ValueError, RuntimeError) as err:
+            raise CheckpointError(f"{folder}: could not load the model ({err})") from err
     if adapter is not None:
         if not is_adapter(adapter):
             raise CheckpointError(f"{adapter}: not a LoRA adapter folder (no adapter_config.json)")

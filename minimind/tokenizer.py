@@ -213,14 +213,10 @@ def iter_texts(files: list[str | Path], text_field: str | None = None, kind: str
 
 def measure(tokenizer: PreTrainedTokenizerFast, texts: Iterable[str], batch: int = 1000) -> tuple[int, int, int]:
     """(characters, tokens, characters spelled with byte pieces) over `texts`, encoded in batches."""
-    token_bytes = utf8_token_bytes(tokenizer) or []  # not byte-level: no byte pieces to count
-    chars = tokens = fallback = 0
-    for chunk in _batched(texts, batch):
-        chars += sum(len(t) for t in chunk)
-        for ids in tokenizer(chunk, add_special_tokens=False)["input_ids"]:
-            tokens += len(ids)
-            fallback += _fallback_characters(ids, token_bytes)
-    return chars, tokens, fallback
+    from .vocabulary import coverage
+
+    found = coverage(tokenizer, texts, batch, missing=False)
+    return found.characters, found.tokens, found.fallback_characters
 
 
 def _fallback_characters(ids: list[int], token_bytes: list) -> int:

@@ -27,6 +27,8 @@ from .errors import ConfigError
 
 MIN_COUNT = 3          # a character must occur this often in the corpus to become a token
 MAX_NEW_TOKENS = 1000  # at most this many new tokens (the most frequent first)
+WORTH_EXTENDING = 0.02  # a share of characters in byte pieces above this is worth an extension
+COVERAGE_CHARS = 2_000_000  # the page measures coverage on at most this many characters of a corpus
 
 
 @dataclass
@@ -59,18 +61,21 @@ class Coverage:
                 "new_token_candidates": len(self.candidates(min_count, limit))}
 
 
-def coverage(tokenizer, texts: Iterable[str], batch: int = 1000) -> Coverage:
-    """Measure `tokenizer` on `texts`: characters, tokens, characters spelled in byte pieces, and
-    the characters it has no whole token for, with their counts."""
+def coverage(tokenizer, texts: Iterable[str], batch: int = 1000, max_chars: int | None = None,
+             missing: bool = True) -> Coverage:
+    """Measure `tokenizer` on `texts` (at most `max_chars` characters of them): characters, tokens,
+    characters spelled in byte pieces, and (with `missing`) the characters it has no whole token
+    for, with their counts."""
     from .tokenizer import _batched, _fallback_characters
     from .inference.utf8 import token_bytes
 
     table = token_bytes(tokenizer) or []
     counts: Counter = Counter()
     chars = tokens = fallback = 0
-    for chunk in _batched(texts, batch):
+    for chunk in _batched(_bounded(texts, max_chars), batch):
         for text in chunk:
-            counts.update(text)
+            if missing:
+                counts.update(text)
             chars += len(text)
         for ids in tokenizer(chunk, add_special_tokens=False)["input_ids"]:
             tokens += len(ids)
@@ -78,13 +83,33 @@ def coverage(tokenizer, texts: Iterable[str], batch: int = 1000) -> Coverage:
     return Coverage(chars, tokens, fallback, [(c, n) for c, n in counts.most_common() if not _whole(tokenizer, c)])
 
 
+def _bounded(texts: Iterable[str], max_chars: int | None) -> Iterable[str]:
+    """`texts`, cut once `max_chars` characters have gone by (None: all of them)."""
+    if max_chars is None:
+        yield from texts
+        return
+    left = max_chars
+    for text in texts:
+        if left <= 0:
+            return
+        yield text[:left]
+        left -= len(text)
+
+
+def worth_extending(found: Coverage, min_count: int = MIN_COUNT, limit: int = MAX_NEW_TOKENS) -> int:
+    """How many characters an extension would add, when enough of the text is in byte pieces
+    (more than WORTH_EXTENDING) for it to matter; 0 otherwise."""
+    return len(found.candidates(min_count, limit)) if found.byte_fallback_share > WORTH_EXTENDING else 0
+
+
 def _whole(tokenizer, char: str) -> bool:
-    """Does the tokenizer write `char` alone as one token? (Whitespace, control characters and
-    U+FFFD, a character lost before the corpus was written, count as whole: they are not what a
-    vocabulary extension is for.)"""
+    """Does the tokenizer write `char` alone as one token of its own? (Whitespace, control
+    characters and U+FFFD, a character lost before the corpus was written, count as whole: they are
+    not what a vocabulary extension is for. The unknown token of a tokenizer that has one does not.)"""
     if not char.isprintable() or char.isspace() or char == "\ufffd":
         return True
-    return len(tokenizer(char, add_special_tokens=False)["input_ids"]) == 1
+    ids = tokenizer(char, add_special_tokens=False)["input_ids"]
+    return len(ids) == 1 and (tokenizer.unk_token_id is None or ids[0] != tokenizer.unk_token_id)
 
 
 def extend_tokenizer(tokenizer, characters: list[str]) -> list[int]:
@@ -110,18 +135,20 @@ def has_added_characters(tokenizer) -> bool:
 
 @torch.no_grad()
 def resize_model(model, base_tokenizer, tokenizer) -> list[int]:
-    """Give `model` (built for `base_tokenizer`) rows for the tokens `tokenizer` adds, each the
-    mean of the rows of the byte pieces `base_tokenizer` spells its character with (input and,
-    when untied, output rows). Returns the new ids (empty when there are none)."""
-    old = model.get_input_embeddings().weight.shape[0]
-    new_ids = sorted(added_characters(tokenizer, old))
+    """Give `model` (built for `base_tokenizer`) rows for the tokens `tokenizer` adds past it, each
+    the mean of the rows of the byte pieces `base_tokenizer` spells its character with (input and,
+    when untied, output rows). The table grows only where the model has no spare rows for them.
+    Returns the new ids (empty when there are none)."""
+    base = len(base_tokenizer)
+    added = added_characters(tokenizer, base)
+    new_ids = sorted(added)
     if not new_ids:
         return []
-    if new_ids != list(range(old, len(tokenizer))):
-        raise ConfigError(f"the tokenizer's ids past the model's {old} are not all added characters")
-    pieces = {i: base_tokenizer(c, add_special_tokens=False)["input_ids"]
-              for i, c in added_characters(tokenizer, old).items()}
-    model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+    if new_ids != list(range(base, len(tokenizer))):
+        raise ConfigError(f"the tokenizer's ids past the starting model's {base} are not all added characters")
+    pieces = {i: base_tokenizer(c, add_special_tokens=False)["input_ids"] for i, c in added.items()}
+    if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
+        model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
     matrices = [model.get_input_embeddings().weight]
     output = model.get_output_embeddings()
     if output is not None and output.weight is not matrices[0]:

@@ -98,7 +98,29 @@ def test_new_rows_start_at_the_mean_of_their_byte_pieces(tokenizer, tiny_model):
     with torch.no_grad():
         after = tiny_model(input_ids=probe).logits
     assert torch.allclose(after[..., :len(tokenizer)], before, atol=1e-6)  # old tokens' logits unchanged
-    assert resize_model(tiny_model, tokenizer, extended) == []  # already grown: nothing to do
+    assert resize_model(tiny_model, tokenizer, extended) == ids  # already grown: the rows are set again, not added
+    assert tiny_model.get_input_embeddings().weight.shape[0] == len(extended)
+    assert resize_model(tiny_model, extended, extended) == []  # nothing past the start's vocabulary
+
+
+def test_a_model_with_spare_rows_gets_its_new_tokens_started_in_them(tokenizer):
+    from minimind import MiniMindForCausalLM
+    from helpers import tiny_config
+
+    torch.manual_seed(0)
+    model = MiniMindForCausalLM(tiny_config(vocab_size=len(tokenizer) + 64))  # rows past the tokenizer
+    extended = _fresh(tokenizer)
+    ids = extend_tokenizer(extended, list(SIMPLIFIED))
+    assert resize_model(model, tokenizer, extended) == ids
+    weight = model.get_input_embeddings().weight
+    assert weight.shape[0] == len(tokenizer) + 64  # no growth: the spare rows hold them
+    pieces = tokenizer("风", add_special_tokens=False)["input_ids"]
+    assert torch.allclose(weight[extended.convert_tokens_to_ids("风")], weight[pieces].mean(0))
+
+
+def test_coverage_reads_at_most_max_chars(tokenizer):
+    found = coverage(tokenizer, ["风" * 10, "风" * 10, "来" * 10], max_chars=15)
+    assert found.characters == 15 and dict(found.missing) == {"风": 15}
 
 
 def _lora_config(tmp_path, base, corpus, **overrides):
@@ -122,6 +144,11 @@ def test_a_lora_run_with_extension_trains_the_new_rows_and_reloads(tmp_path, tok
 
     final = Path(status["final_checkpoint"])
     extended = load_tokenizer_for(final)  # the adapter carries the extended tokenizer
+    from safetensors.torch import load_file
+
+    saved = load_file(str(final / "adapter_model.safetensors"))
+    assert all("lora_" in k or "trainable_tokens_delta" in k for k in saved), sorted(saved)  # no table copy
+    assert [v.shape[0] for k, v in saved.items() if "trainable_tokens_delta" in k] == [report["added_tokens"]]
     assert len(extended) == len(tokenizer) + report["added_tokens"]
     new_id = extended.convert_tokens_to_ids("风")
     start = load_model(base)
@@ -139,6 +166,17 @@ def test_a_lora_run_with_extension_trains_the_new_rows_and_reloads(tmp_path, tok
         assert torch.allclose(adapted(input_ids=ids).logits, merged(input_ids=ids).logits, atol=1e-4)
     # the base folder on disk is untouched
     assert load_model(base).config.vocab_size == len(tokenizer)
+
+
+def test_a_run_started_from_an_extended_adapter_run_extends_it_again(tmp_path, tokenizer, one_thread):
+    base = save_base_model(tmp_path / "base", tokenizer)
+    first = train(_lora_config(tmp_path / "a", base, _songci(tmp_path, 40), max_steps=2,
+                               model__extend_vocab=20))["final_checkpoint"]
+    more = tmp_path / "more.jsonl"
+    more.write_text("\n".join(SONGCI.read_text(encoding="utf-8").splitlines()[200:260]) + "\n", encoding="utf-8")
+    second = train(_lora_config(tmp_path / "b", first, more, max_steps=2, model__extend_vocab=20))["final_checkpoint"]
+    grown = load_tokenizer_for(second)
+    assert len(grown) == len(tokenizer) + 40 and load_model(second, merge=True).config.vocab_size == len(grown)
 
 
 def test_a_stopped_and_resumed_extension_run_matches_an_uninterrupted_one(tmp_path, tokenizer, one_thread):

@@ -142,7 +142,8 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
             run_dir.truncate_metrics_after(-1)  # nothing was kept: the curve starts again from step 0
         log("no complete checkpoint yet: starting from step 0")
     # report_to: trackers get each metrics.jsonl record too (main process only), closed however the run ends
-    resumed_at = state["step"] if resume else None
+    # (a resume with no checkpoint starts the curve again: -1 hides everything an earlier attempt logged)
+    resumed_at = (state["step"] if run.checkpoint is not None else -1) if resume else None
     sinks = reporting.start(cfg.report_to, run_dir, cfg.to_dict(), log, resumed_at) if main else []
     closing.callback(reporting.finish, sinks)
 
@@ -215,7 +216,9 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
 
         def write_model(folder: Path):
             if cfg.adapter_kind:  # (under FSDP from the gathered weights: the model's own are shards)
-                base_model.save_pretrained(folder, **({"state_dict": model_sd} if model_sd is not None else {}))
+                # the adapter holds LoRA and any added tokens' rows, never a copy of the embedding table
+                base_model.save_pretrained(folder, save_embedding_layers=False,
+                                           **({"state_dict": model_sd} if model_sd is not None else {}))
             else:
                 base_model.save_pretrained(folder, state_dict=model_sd)
                 write_generation_config(folder, tokenizer)

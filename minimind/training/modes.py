@@ -39,16 +39,18 @@ def build_model(config, tokenizer, device: str, precision_dtype: torch.dtype):
     if adapter == "qlora":
         model = _load_4bit(config.model.init_from, precision_dtype, device)
     else:
-        model = load_model(config.model.init_from, device=device).train()
+        # a run started from an adapter run trains on base + that adapter merged (new adapters, or
+        # new token rows, go on a plain model)
+        model = load_model(config.model.init_from, device=device, merge=True).train()
     new_ids = []
-    if len(tokenizer) > model.config.vocab_size:
-        if not config.model.extend_vocab:
-            raise ConfigError(f"the tokenizer has {len(tokenizer)} tokens but the model only "
-                              f"{model.config.vocab_size}: use the model's own tokenizer")
+    if config.model.extend_vocab:
         from ..checkpoint import load_tokenizer_for
         from ..vocabulary import resize_model
 
         new_ids = resize_model(model, load_tokenizer_for(config.model.init_from), tokenizer)
+    elif len(tokenizer) > model.config.vocab_size:
+        raise ConfigError(f"the tokenizer has {len(tokenizer)} tokens but the model only "
+                          f"{model.config.vocab_size}: use the model's own tokenizer")
     if adapter:
         model = add_lora(model, config, qlora=adapter == "qlora", new_token_ids=new_ids)
     return model

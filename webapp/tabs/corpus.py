@@ -86,41 +86,28 @@ def inspect(ctx: AppContext, uploads, sample, kind, text_field, split, strict):
             "\n".join(problems) or tr("c_no_problems"), files)
 
 
-COVERAGE_CHARS = 2_000_000  # the coverage report reads at most this many characters of a corpus
-WORTH_EXTENDING = 0.02      # a byte-piece share above this suggests extending the vocabulary
-
-
 def coverage_rows(ctx: AppContext, files: list[str], config: DataConfig) -> list[str]:
     """For each shipped model: the share of the corpus's characters its tokenizer writes in byte
-    pieces, characters per token, and (when it is high) how many frequent characters a vocabulary
+    pieces, characters per token, and (when it matters) how many frequent characters a vocabulary
     extension would add (minimind.vocabulary)."""
-    from itertools import islice
-
     from minimind.data import iter_texts
     from minimind.tokenizer import load_tokenizer
-    from minimind.vocabulary import MAX_NEW_TOKENS, MIN_COUNT, coverage
-
-    def bounded():
-        left = COVERAGE_CHARS
-        for text in iter_texts(files, config.text_field, config.kind, config):
-            yield text[:left]
-            left -= len(text)
-            if left <= 0:
-                return
+    from minimind.vocabulary import COVERAGE_CHARS, MIN_COUNT, coverage, worth_extending
 
     rows = []
     for name, path in ctx.shipped().items():
         if not (path / "tokenizer.json").is_file():
             continue
         try:
-            found = coverage(load_tokenizer(path), bounded())
+            found = coverage(load_tokenizer(path), iter_texts(files, config.text_field, config.kind, config),
+                             max_chars=COVERAGE_CHARS)
         except CorpusError:
             return []  # the problems list says why
         line = tr("c_coverage", model=name, share=f"{100 * found.byte_fallback_share:.1f}",
                   cpt=f"{found.chars_per_token:.2f}")
-        candidates = found.candidates(MIN_COUNT, MAX_NEW_TOKENS)
-        if found.byte_fallback_share > WORTH_EXTENDING and candidates:
-            line += tr("c_coverage_missing", n=f"{len(candidates):,}", k=MIN_COUNT)
+        added = worth_extending(found)
+        if added:
+            line += tr("c_coverage_missing", n=f"{added:,}", k=MIN_COUNT)
         rows.append(line)
     return [tr("c_coverage_head"), "\n".join(rows)] if rows else []
 

@@ -25,7 +25,7 @@ from minimind.training.estimate import estimate
 from minimind.training.precision import bf16_supported, describe, pick_device
 from minimind.training.reporting import REPORT_TO
 from minimind.training.sizing import pretrain_lr
-from minimind.vocabulary import MAX_NEW_TOKENS, MIN_COUNT
+from minimind.vocabulary import MAX_NEW_TOKENS
 
 from ..context import AppContext, user_errors, without_paths
 from ..i18n import EN, headed, t, tr
@@ -240,21 +240,27 @@ def do_estimate(ctx: AppContext, *args) -> str:
 
 def coverage_note(config: TrainConfig) -> str:
     """For a fine-tune: how the starting model's tokenizer spells the corpus, and what ticking
-    "add the corpus's characters" would add (or, when ticked, has added to the estimate's view)."""
+    "add the corpus's characters" would add (a mode that can grow its vocabulary, and enough of the
+    corpus in byte pieces for it to matter), or that the run adds them."""
     from minimind.checkpoint import load_tokenizer_for
+    from minimind.data import iter_texts
     from minimind.errors import MiniMindError
-    from minimind.tokenizer import iter_texts
-    from minimind.vocabulary import coverage
+    from minimind.vocabulary import COVERAGE_CHARS, coverage, worth_extending
 
     if not config.model.init_from:
         return ""
+    data = config.data
     try:
         found = coverage(load_tokenizer_for(config.model.init_from),
-                         iter_texts(config.data.files, text_field=config.data.text_field, kind=config.data.kind))
+                         iter_texts(data.files, data.text_field, data.kind, data), max_chars=COVERAGE_CHARS)
     except MiniMindError:
         return ""
-    added = len(found.candidates(MIN_COUNT, MAX_NEW_TOKENS))
-    key = "e_coverage_extended" if config.model.extend_vocab else "e_coverage_extend" if added else "e_coverage"
+    if config.model.extend_vocab:  # what the run will add, whatever the share
+        key, added = "e_coverage_extended", len(found.candidates(config.model.extend_min_count,
+                                                                  config.model.extend_vocab))
+    else:
+        added = worth_extending(found, config.model.extend_min_count, MAX_NEW_TOKENS)
+        key = "e_coverage_extend" if added and config.mode in EXTENDABLE else "e_coverage"
     return "\n\n" + tr(key, share=f"{100 * found.byte_fallback_share:.1f}", cpt=f"{found.chars_per_token:.2f}",
                         n=f"{added:,}")
 
