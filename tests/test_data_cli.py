@@ -22,6 +22,20 @@ def test_inspect_json_with_tokenizer(tmp_path, tokenizer_dir, capsys):
     assert code == 0 and stats["kind"] == "chat" and stats["tokens"] > stats["documents"] == 314
 
 
+def test_inspect_with_a_tokenizer_says_how_it_spells_the_corpus(tmp_path, tokenizer_dir, capsys):
+    songci = str(SAMPLES / "songci_sample.jsonl")  # simplified characters the test tokenizer never saw
+    assert main(["data", "inspect", songci, "--tokenizer", str(tokenizer_dir), "--cache-dir", str(tmp_path)]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith("byte pieces: ") and "become tokens when a fine-tune sets model.extend_vocab" in line
+    assert main(["data", "inspect", songci, "--tokenizer", str(tokenizer_dir), "--json",
+                 "--cache-dir", str(tmp_path)]) == 0
+    found = json.loads(capsys.readouterr().out)["coverage"]
+    assert found["byte_fallback_share"] > 0.5 and found["new_token_candidates"] > 100
+    english = str(SAMPLES / "shakespeare_sample.txt")
+    assert main(["data", "inspect", english, "--tokenizer", str(tokenizer_dir), "--cache-dir", str(tmp_path)]) == 0
+    assert "become tokens" not in capsys.readouterr().out  # every character whole: nothing to suggest
+
+
 def test_bad_file_is_one_line_with_file_and_position(tmp_path, capsys):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "ok"}\n{"text": \n', encoding="utf-8")

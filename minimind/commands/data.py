@@ -1,7 +1,7 @@
 """Check a corpus and show its stats, or prepare it for training (tokenized, split, cached).
 
   python -m minimind data inspect poems.jsonl plays.txt
-  python -m minimind data inspect chats.jsonl --tokenizer tok/ --json
+  python -m minimind data inspect chats.jsonl --tokenizer tok/ --json   # + how that tokenizer spells it
   python -m minimind data inspect samples/tang_preference.jsonl     # prompt / chosen / rejected pairs
   python -m minimind data inspect samples/tang_prompts.jsonl        # prompts for GRPO (+ reward fields)
   python -m minimind data prepare poems.jsonl --tokenizer tok/ --seq-len 512 --val-fraction 0.05
@@ -25,7 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     inspect = sub.add_parser("inspect", help="check files and print their stats",
                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     _common(inspect)
-    inspect.add_argument("--tokenizer", default=None, help="tokenizer or model folder; adds token counts")
+    inspect.add_argument("--tokenizer", default=None, help="tokenizer or model folder; adds token counts and the "
+                         "share of characters it writes in byte pieces")
     prepare = sub.add_parser("prepare", help="tokenize, split and cache a corpus for training",
                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     _common(prepare)
@@ -64,7 +65,21 @@ def run(args) -> int:
     tokenizer = _tokenizer(args.tokenizer) if args.tokenizer else None
     if args.action == "inspect":
         stats = inspect_corpus(args.files, config, tokenizer)
-        print(json.dumps(stats.to_dict(), ensure_ascii=False) if args.json else stats.summary())
+        found = _coverage(args.files, config, tokenizer) if tokenizer is not None else None
+        if args.json:
+            print(json.dumps({**stats.to_dict(), **({"coverage": found.as_dict()} if found else {})},
+                             ensure_ascii=False))
+            return 0
+        print(stats.summary())
+        if found:
+            from ..vocabulary import MIN_COUNT, worth_extending
+
+            line = (f"byte pieces: {100 * found.byte_fallback_share:.1f} % of the characters "
+                    f"({len(found.missing):,} distinct characters have no token of their own)")
+            if worth_extending(found):
+                line += (f"; {worth_extending(found):,} of them, seen {MIN_COUNT}+ times, become tokens when a "
+                         "fine-tune sets model.extend_vocab")
+            print(line)
         return 0
     corpus = prepare_corpus(args.files, tokenizer, config)
     result = {"path": str(corpus.path), "fingerprint": corpus.fingerprint, "kind": corpus.kind,
@@ -81,6 +96,14 @@ def run(args) -> int:
           f"{corpus.seq_len} tokens{' (from the cache)' if corpus.from_cache else ''}")
     print(f"cache: {corpus.path}")
     return 0
+
+
+def _coverage(files, config, tokenizer):
+    """How the tokenizer spells the corpus (minimind.vocabulary.coverage)."""
+    from ..data import iter_texts
+    from ..vocabulary import coverage
+
+    return coverage(tokenizer, iter_texts(files, config.text_field, config.kind, config))
 
 
 def _tokenizer(path: str):
