@@ -65,16 +65,17 @@ def corpus_files(name: str) -> tuple[Path, dict, list[str], list[str]]:
     return train_file, {"split": "paragraph"}, train, held
 
 
-def tokenizer_for(name: str, texts: list[str]) -> tuple[Path, float]:
-    """The default tokenizer trained on the training texts, cached; (folder, seconds it took)."""
+def tokenizer_for(name: str, texts: list[str], vocab_size: int = 6400) -> tuple[Path, float]:
+    """The default tokenizer (or one of `vocab_size` entries) trained on the training texts, cached;
+    (folder, seconds it took)."""
     from minimind.tokenizer import MIN_CHAR_COUNT, build_tokenizer, save_tokenizer
 
-    folder = CACHE / "tokenizers" / f"{name}-6400-chars{MIN_CHAR_COUNT}"
+    folder = CACHE / "tokenizers" / f"{name}-{vocab_size}-chars{MIN_CHAR_COUNT}"
     if (folder / "tokenizer.json").is_file():
         meta = json.loads((folder / "seconds.json").read_text())
         return folder, meta["seconds"]
     start = time.perf_counter()
-    tokenizer = build_tokenizer(texts, vocab_size=6400)
+    tokenizer = build_tokenizer(texts, vocab_size=vocab_size)
     seconds = time.perf_counter() - start
     save_tokenizer(tokenizer, folder)
     (folder / "seconds.json").write_text(json.dumps({"seconds": seconds}))
@@ -93,7 +94,9 @@ def train_and_score(name: str, budget: float, overrides: list[str], tag: str = "
     from minimind.training.precision import pick_device
 
     train_file, data, train_texts, held = corpus_files(name)
-    tok_dir, tok_seconds = tokenizer_for(name, train_texts)
+    # `--set model.vocab_size=N` (a sweep): the tokenizer, trained outside the budget as always, has N entries
+    vocab = TrainConfig.from_dict({"data": {"files": ["x"]}}).with_overrides(overrides).model.vocab_size
+    tok_dir, tok_seconds = tokenizer_for(name, train_texts, vocab)
     run_dir = CACHE / "runs" / f"{name}-{tag}"
     shutil.rmtree(run_dir, ignore_errors=True)
     config = TrainConfig.from_dict({
