@@ -27,7 +27,6 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from .inference.utf8 import bytes_to_unicode
-from .inference.utf8 import token_bytes as utf8_token_bytes  # one table of token bytes: the guard's
 
 PAD, BOS, EOS = "<|pad|>", "<|startoftext|>", "<|endoftext|>"
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
@@ -211,11 +210,11 @@ def iter_texts(files: list[str | Path], text_field: str | None = None, kind: str
     return corpus_texts(files, text_field=text_field, kind=kind)
 
 
-def measure(tokenizer: PreTrainedTokenizerFast, texts: Iterable[str], batch: int = 1000) -> tuple[int, int, int]:
-    """(characters, tokens, characters spelled with byte pieces) over `texts`, encoded in batches."""
+def measure(tokenizer: PreTrainedTokenizerFast, texts: Iterable[str]) -> tuple[int, int, int]:
+    """(characters, tokens, characters spelled with byte pieces) over `texts` (minimind.vocabulary.coverage)."""
     from .vocabulary import coverage
 
-    found = coverage(tokenizer, texts, batch, missing=False)
+    found = coverage(tokenizer, texts, missing=False)
     return found.characters, found.tokens, found.fallback_characters
 
 
@@ -243,14 +242,3 @@ def _is_utf8(data: bytes) -> bool:
         return True
     except UnicodeDecodeError:
         return False
-
-
-def _batched(items: Iterable[str], n: int) -> Iterator[list[str]]:
-    chunk: list[str] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) == n:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk

@@ -61,25 +61,40 @@ class Coverage:
                 "new_token_candidates": len(self.candidates(min_count, limit))}
 
 
-def coverage(tokenizer, texts: Iterable[str], batch: int = 1000, max_chars: int | None = None,
+def coverage(tokenizer, texts: Iterable[str], batch_chars: int = 1 << 18, max_chars: int | None = None,
              missing: bool = True) -> Coverage:
     """Measure `tokenizer` on `texts` (at most `max_chars` characters of them): characters, tokens,
     characters spelled in byte pieces, and (with `missing`) the characters it has no whole token
-    for, with their counts."""
-    from .tokenizer import _batched, _fallback_characters
+    for, with their counts. Texts are encoded about `batch_chars` characters at a time, a long one
+    in pieces cut where the tokenizer splits anyway (minimind.data.tokens.pieces), so memory stays
+    bounded whatever the corpus (one 20 MB line included)."""
+    from .data.tokens import encode, pieces
     from .inference.utf8 import token_bytes
+    from .tokenizer import _fallback_characters
 
     table = token_bytes(tokenizer) or []
     counts: Counter = Counter()
     chars = tokens = fallback = 0
-    for chunk in _batched(_bounded(texts, max_chars), batch):
-        for text in chunk:
-            if missing:
-                counts.update(text)
-            chars += len(text)
-        for ids in tokenizer(chunk, add_special_tokens=False)["input_ids"]:
+    group, size = [], 0
+
+    def measure_group() -> None:
+        nonlocal tokens, fallback
+        for ids in encode(tokenizer, group):
             tokens += len(ids)
             fallback += _fallback_characters(ids, table)
+
+    for text in _bounded(texts, max_chars):
+        if missing:
+            counts.update(text)
+        chars += len(text)
+        for piece in pieces(tokenizer, text):
+            group.append(piece)
+            size += len(piece)
+            if size >= batch_chars:
+                measure_group()
+                group, size = [], 0
+    if group:
+        measure_group()
     return Coverage(chars, tokens, fallback, [(c, n) for c, n in counts.most_common() if not _whole(tokenizer, c)])
 
 

@@ -7,7 +7,6 @@ any weight.
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from dataclasses import asdict, dataclass
