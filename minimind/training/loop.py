@@ -313,7 +313,9 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
             progress(step, max_steps, {"loss": step_loss, "lr": lr, "tokens_per_s": tokens_per_s, "eta_s": eta})
         if eval_due or last:
             last_eval = do_eval(step)
-        stop_now = stop.requested or (info.enabled and dist.mean(float(stop.requested), info) > 0)
+        # every rank joins this all-reduce each step: a rank whose own flag is already set must not skip
+        # it (the signal reaches ranks at different moments), or the others wait for it forever
+        stop_now = dist.mean(float(stop.requested), info) > 0 if info.enabled else stop.requested
         if save_due or last or stop_now:
             do_save(step)
         if main and (now - last_status > 1.0 or last or stop_now):
