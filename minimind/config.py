@@ -11,6 +11,10 @@ from transformers import PretrainedConfig
 
 ATTENTION_IMPLS = ("sdpa", "eager", "blocked")
 ROPE_SCALING_TYPES = (None, "linear", "ntk")
+# how a token's position reaches the model: rotary q/k (the default, Llama's), a per-head
+# linear distance penalty on attention scores (ALiBi), a fixed sinusoid or a learned vector
+# added to the embeddings, or nothing at all (causal masking alone carries order: NoPE)
+POSITION_ENCODINGS = ("rope", "alibi", "sinusoidal", "learned", "none")
 
 
 class MiniMindConfig(PretrainedConfig):
@@ -26,7 +30,8 @@ class MiniMindConfig(PretrainedConfig):
     num_attention_heads: int = 8           # query heads
     num_key_value_heads: int = 2           # key/value heads (GQA when < query heads)
     head_dim: int | None = None            # defaults to hidden_size // num_attention_heads
-    max_position_embeddings: int = 2048    # longest context the model is meant for
+    max_position_embeddings: int = 2048    # longest context the model is meant for (the learned table's size)
+    position_encoding: str = "rope"        # one of POSITION_ENCODINGS
     rms_norm_eps: float = 1e-5             # RMSNorm epsilon
     rope_theta: float = 10000.0            # rotary base frequency
     rope_scaling_type: str | None = None   # None, "linear" (position interpolation) or "ntk" (scaled base)
@@ -63,7 +68,13 @@ class MiniMindConfig(PretrainedConfig):
         need(self.rope_scaling_factor >= 1.0, "rope_scaling_factor must be >= 1")
         need(self.num_attention_heads % self.num_key_value_heads == 0,
              "num_attention_heads must be a multiple of num_key_value_heads")
-        need(self.head_dim % 2 == 0, "head_dim must be even for rotary embeddings")
+        need(self.position_encoding in POSITION_ENCODINGS,
+             f"position_encoding must be one of {POSITION_ENCODINGS}, got {self.position_encoding!r}")
+        need(self.position_encoding != "rope" or self.head_dim % 2 == 0, "head_dim must be even for rotary embeddings")
+        need(self.position_encoding != "sinusoidal" or self.hidden_size % 2 == 0,
+             "hidden_size must be even for sinusoidal positions")
+        need(self.rope_scaling_type is None or self.position_encoding == "rope",
+             "rope_scaling_type only applies to position_encoding 'rope'")
         need(self.attention_block_size >= 1, "attention_block_size must be positive")
         if self.use_moe:
             need(1 <= self.num_experts_per_tok <= self.num_experts,
@@ -74,9 +85,12 @@ class MiniMindConfig(PretrainedConfig):
         return not self.use_moe
 
     def to_llama_dict(self) -> dict:
-        """config.json for a stock `LlamaForCausalLM` holding these same weights (dense only)."""
+        """config.json for a stock `LlamaForCausalLM` holding these same weights (dense, rotary only)."""
         if self.use_moe:
             raise ValueError("a mixture-of-experts MiniMind has no Llama equivalent (dense models only)")
+        if self.position_encoding != "rope":
+            raise ValueError(f"a MiniMind with {self.position_encoding!r} positions has no Llama equivalent "
+                             "(Llama is rotary only)")
         rope = {"rope_type": "default", "rope_theta": self.rope_theta}
         if self.rope_scaling_type == "ntk":
             d = self.head_dim

@@ -1,8 +1,13 @@
-"""The MiniMind decoder, top to bottom: norm, rotary, attention, MLP, MoE, block, model.
+"""The MiniMind decoder, top to bottom: norm, positions, attention, MLP, MoE, block, model.
 
 Parameter names and math follow `transformers.LlamaForCausalLM` exactly
 (`model.layers.N.self_attn.q_proj`, `rotate_half` rotary, SwiGLU, RMSNorm in
-float32), so a dense checkpoint opens as a stock Llama by rewriting config.json.
+float32), so a dense rotary checkpoint opens as a stock Llama by rewriting config.json.
+
+`config.position_encoding` picks how order reaches the model: `rope` rotates q and k
+(Llama's); `alibi` adds a per-head distance penalty to the attention scores (the
+kernels take its slopes); `sinusoidal` and `learned` add a position vector to the
+token embeddings; `none` adds nothing (the causal mask alone tells positions apart).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from transformers.cache_utils import Cache, DynamicCache
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import MoeCausalLMOutputWithPast
 
-from .attention import ATTENTION_FUNCTIONS
+from .attention import ATTENTION_FUNCTIONS, alibi_slopes
 from .config import MiniMindConfig
 
 
@@ -59,6 +64,17 @@ class RotaryEmbedding(nn.Module):
         return emb.cos().to(dtype), emb.sin().to(dtype)
 
 
+def sinusoid_table(position_ids: torch.Tensor, config: MiniMindConfig) -> torch.Tensor:
+    """(…, d) float32 fixed positions of "Attention Is All You Need": sin on even and cos on odd
+    features at wavelengths 2π·10000^(2i/d). Scaled to the embeddings' initial size
+    (std `initializer_range`), so neither drowns the other at the start of training."""
+    d = config.hidden_size
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, d, 2, dtype=torch.float32, device=position_ids.device) / d))
+    angles = position_ids.float()[..., None] * inv_freq                 # (…, d/2)
+    table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)  # sin, cos interleaved
+    return table * (config.initializer_range * 2 ** 0.5)
+
+
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
@@ -71,7 +87,7 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
 
 
 class Attention(nn.Module):
-    """Grouped-query self-attention with rotary positions and an optional KV cache."""
+    """Grouped-query self-attention (rotary q/k or ALiBi scores, per the config) with an optional KV cache."""
 
     def __init__(self, config: MiniMindConfig, layer_idx: int):
         super().__init__()
@@ -86,16 +102,21 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(d, self.n_kv * self.head_dim, bias=False)
         self.o_proj = nn.Linear(self.n_heads * self.head_dim, d, bias=False)
 
-    def forward(self, x, cos, sin, key_valid=None, cache: Cache | None = None):
+    def forward(self, x, positions, key_valid=None, cache: Cache | None = None):
+        """`positions`: (cos, sin) for rotary, ("alibi", slopes) for ALiBi, None otherwise."""
         b, t, _ = x.shape
         q = self.q_proj(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)  # (B, Hq, T, D)
         k = self.k_proj(x).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)     # (B, Hkv, T, D)
         v = self.v_proj(x).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
-        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        alibi = None
+        if positions is not None and positions[0] == "alibi":
+            alibi = positions[1]
+        elif positions is not None:
+            q, k = apply_rotary(q, *positions), apply_rotary(k, *positions)
         if cache is not None:
             k, v = cache.update(k, v, self.layer_idx)                                # (B, Hkv, S, D)
         attend = ATTENTION_FUNCTIONS[self.config.attention_impl]
-        out = attend(q, k, v, key_valid=key_valid, block_size=self.config.attention_block_size)
+        out = attend(q, k, v, key_valid=key_valid, block_size=self.config.attention_block_size, alibi=alibi)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
 
 
@@ -155,8 +176,8 @@ class DecoderLayer(GradientCheckpointingLayer):
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x, cos, sin, key_valid=None, cache=None):
-        x = x + self.dropout(self.self_attn(self.input_layernorm(x), cos, sin, key_valid, cache))
+    def forward(self, x, positions, key_valid=None, cache=None):
+        x = x + self.dropout(self.self_attn(self.input_layernorm(x), positions, key_valid, cache))
         h = self.mlp(self.post_attention_layernorm(x))
         h, aux = h if isinstance(h, tuple) else (h, None)
         return x + self.dropout(h), aux
@@ -178,15 +199,36 @@ class MiniMindPreTrainedModel(PreTrainedModel):
 
 
 class MiniMindModel(MiniMindPreTrainedModel):
-    """Embeddings → N decoder layers → final norm."""
+    """Embeddings (+ position vectors) → N decoder layers → final norm."""
 
     def __init__(self, config: MiniMindConfig):
         super().__init__(config)
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        if config.position_encoding == "learned":
+            self.embed_positions = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_hidden_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.rotary_emb = RotaryEmbedding(config)
+        if config.position_encoding == "rope":
+            self.rotary_emb = RotaryEmbedding(config)
         self.post_init()
+
+    def _positions(self, x: torch.Tensor, position_ids: torch.Tensor):
+        """x with position vectors added (sinusoidal, learned), and what attention needs per layer:
+        (cos, sin) for rope, ("alibi", slopes) for ALiBi, None otherwise."""
+        encoding = self.config.position_encoding
+        if encoding == "rope":
+            return x, self.rotary_emb(position_ids, x.dtype)
+        if encoding == "alibi":
+            return x, ("alibi", alibi_slopes(self.config.num_attention_heads).to(x.device))
+        if encoding == "sinusoidal":
+            return x + sinusoid_table(position_ids, self.config).to(x.dtype), None
+        if encoding == "learned":
+            limit = self.config.max_position_embeddings
+            if int(position_ids.max()) >= limit:
+                raise ValueError(f"position {int(position_ids.max())} is past this model's {limit} learned "
+                                 f"positions: a learned-position model cannot read beyond its context")
+            return x + self.embed_positions(position_ids), None
+        return x, None
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, cache=None,
                 inputs_embeds=None, use_cache=None):
@@ -210,10 +252,10 @@ class MiniMindModel(MiniMindPreTrainedModel):
             else:
                 position_ids = torch.arange(past, past + t, device=x.device)[None].expand(b, t)
 
-        cos, sin = self.rotary_emb(position_ids, x.dtype)
+        x, positions = self._positions(x, position_ids)
         aux_total = None
         for layer in self.layers:
-            x, aux = layer(x, cos, sin, key_valid, cache)
+            x, aux = layer(x, positions, key_valid, cache)
             if aux is not None:
                 aux_total = aux if aux_total is None else aux_total + aux
         return self.norm(x), cache, aux_total

@@ -77,10 +77,15 @@ def parse_formats(text: str, model_dir: str, adapter: str | None) -> list[str]:
 
         config_dir = Path(adapter_base(config_dir))
     config_file = config_dir / "config.json"
-    moe = config_file.is_file() and json.loads(config_file.read_text(encoding="utf-8")).get("use_moe", False)
+    from types import SimpleNamespace
+
+    from ..export.llama import not_llama_shaped
+
+    fields = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
+    not_llama = not_llama_shaped(SimpleNamespace(**fields)) is not None  # experts, other positions, other families
     extended = has_added_characters(load_tokenizer_for(adapter or model_dir))  # GGUF cannot carry them
     return [f for f, spec in FORMATS.items()
-            if not (spec.dense_only and moe) and (f != "merged" or has_adapter)
+            if not (spec.dense_only and not_llama) and (f != "merged" or has_adapter)
             and not (extended and f.startswith("gguf"))]
 
 

@@ -20,7 +20,7 @@ from .formats import DTYPES, FORMATS, tolerance_for
 from .gguf import write_gguf
 from .heldout import default_eval_text, model_name
 from .hf import write_hf
-from .llama import require_dense, write_llama
+from .llama import not_llama_shaped, require_dense, write_llama
 from .merged import default_merged_as, write_merged
 from .quantized import write_bnb, write_int8
 from .source import Source, load_source
@@ -74,7 +74,7 @@ def check_request(formats: Iterable[str], dtype: str | None, merged_as: str | No
 
 
 def _stored_as(fmt: str, config, merged_as: str | None) -> str:
-    dense = not getattr(config, "use_moe", False)
+    dense = not_llama_shaped(config) is None
     if fmt.startswith("gguf"):
         return "llama-architecture GGUF"
     if fmt == "hf" or (fmt == "merged" and (merged_as or default_merged_as(config)) == "hf"):

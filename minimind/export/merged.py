@@ -2,7 +2,7 @@
 
 After merging, W' = W + (alpha / r) · B·A sits in the ordinary weight and the
 result is a plain model that needs neither peft nor the adapter folder. It is
-saved as a stock Llama folder when the base is dense (loads anywhere) and as a
+saved as a stock Llama folder when the base is dense and rotary (loads anywhere) and as a
 MiniMind folder otherwise, unless asked for one explicitly.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from ..checkpoint import load_model
 from ..errors import ExportError
 from .hf import write_hf
-from .llama import write_llama
+from .llama import not_llama_shaped, write_llama
 
 MERGED_AS = ("llama", "hf")
 
@@ -28,7 +28,7 @@ def merge_adapter(folder: Path, adapter: Path):
 
 
 def default_merged_as(config) -> str:
-    return "hf" if getattr(config, "use_moe", False) else "llama"
+    return "hf" if not_llama_shaped(config) else "llama"
 
 
 def write_merged(model, tokenizer, out_dir: Path, adapter: Path | None, merged_as: str | None = None,

@@ -1,8 +1,8 @@
 """`int8`, `bnb-8bit`, `bnb-nf4`: weight-quantized Hugging Face folders that `from_pretrained` reloads.
 
-Dense models are written in Llama form (config.json from `to_llama_dict`), so
+Dense rotary models are written in Llama form (config.json from `to_llama_dict`), so
 stock transformers loads them without the MiniMind package; a mixture-of-experts
-model keeps its MiniMind form. Only the linear layers of the decoder are
+model, or one with other positions, keeps its MiniMind form. Only the linear layers of the decoder are
 quantized: embeddings, norms and the LM head (tied to the embedding by default)
 keep `dtype`, as both libraries do by default.
 
@@ -29,16 +29,17 @@ from torch import nn
 
 from ..tokenizer import save_tokenizer
 from .hf import TORCH_DTYPES, cast, write_hf
-from .llama import llama_config, write_llama
+from .llama import llama_config, not_llama_shaped, write_llama
 
 
 def _is_dense(config) -> bool:
-    return not getattr(config, "use_moe", False)
+    """Written in Llama form: dense and rotary (anything else keeps its MiniMind form)."""
+    return not_llama_shaped(config) is None
 
 
 def keep_float(config) -> list[str]:
     """Module names (suffixes) left unquantized: the LM head and, in MoE models, the routers."""
-    return ["lm_head"] + ([] if _is_dense(config) else ["mlp.gate"])
+    return ["lm_head"] + (["mlp.gate"] if getattr(config, "use_moe", False) else [])
 
 
 def _int8_config():

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
+from ..attention import alibi_bias
 from .weights import Weights
 
 
@@ -57,22 +58,26 @@ def forward(w: Weights, ids: torch.Tensor, caches: Sequence[KVCache], all_logits
     nq, nqk, inter, gqa = hq * hd, (hq + hkv) * hd, w.intermediate, hq != hkv
     rows = b * t
     x = w.embed[ids.view(-1)].float()                                       # (BT, d)
-    if b == 1:
+    if b == 1:                                                              # a slice: no gather
         s0 = starts[0]
-        cos, sin = w.cos[s0:s0 + t, None], w.sin_signed[s0:s0 + t, None]    # (T, 1, D)
+        positions = slice(s0, s0 + t)
     else:
         positions = (torch.tensor(starts, device=w.device)[:, None] + torch.arange(t, device=w.device)).view(-1)
+    rotary = w.cos is not None
+    if rotary:
         cos, sin = w.cos[positions, None], w.sin_signed[positions, None]     # (BT, 1, D)
+    if w.position_table is not None:                                         # sinusoidal / learned
+        x = x + w.position_table[positions]
     # a chunk after cached tokens attends causally within itself and to all of its past
-    masks = [None] * b if t == 1 else [
-        torch.ones(t, s + t, dtype=torch.bool, device=w.device).tril(s) if s > 0 else None for s in starts]
+    masks = [_chunk_mask(w, s, t) for s in starts] if t > 1 or w.alibi is not None else [None] * b
     # a decode step of several sequences attends in one call, each row masked to its own length
-    length_mask = _length_mask(starts, w.device) if b > 1 and t == 1 else None
+    length_mask = _length_mask(w, starts) if b > 1 and t == 1 else None
     mm = w.mm
     for i, layer in enumerate(w.layers):
         qkv = mm(_rms_norm(x, layer.ln1, eps), layer.qkv)                   # (BT, (Hq + 2Hkv) D)
         qk = qkv[:, :nqk].view(rows, hq + hkv, hd)
-        qk = qk * cos + qk.roll(hd // 2, -1) * sin                          # rotary on q and k at once
+        if rotary:
+            qk = qk * cos + qk.roll(hd // 2, -1) * sin                      # rotary on q and k at once
         v = qkv[:, nqk:].view(rows, hkv, hd)
         if b == 1:
             a = _attend(qk, v, caches[0], i, s0, t, masks[0], hq, gqa)
@@ -110,10 +115,29 @@ def _attend(qk: torch.Tensor, v: torch.Tensor, cache: KVCache, layer: int, start
     return out[0].transpose(0, 1)
 
 
-def _length_mask(starts: list[int], device) -> torch.Tensor:
-    """(B, 1, 1, L) True where a sequence has a position: its cached ones and the new token."""
-    lengths = torch.tensor(starts, device=device) + 1
-    return (torch.arange(int(lengths.max()), device=device)[None] < lengths[:, None])[:, None, None]
+def _chunk_mask(w: Weights, start: int, t: int):
+    """What T new tokens after `start` cached ones may see, for one sequence: None where plain
+    causal attention says it all (rotary etc. from an empty cache), a (T, start + T) bool mask
+    after cached tokens, or with ALiBi a float (Hq, T, start + T) mask carrying the bias."""
+    if w.alibi is None:
+        return torch.ones(t, start + t, dtype=torch.bool, device=w.device).tril(start) if start > 0 else None
+    q_abs = torch.arange(start, start + t, device=w.device)
+    k_abs = torch.arange(start + t, device=w.device)
+    bias = alibi_bias(w.alibi, q_abs, k_abs)                                # (Hq, T, S)
+    return bias.masked_fill(k_abs[None, None, :] > q_abs[None, :, None], float("-inf"))
+
+
+def _length_mask(w: Weights, starts: list[int]) -> torch.Tensor:
+    """(B, 1, 1, L) True where a sequence has a position: its cached ones and the new token; with
+    ALiBi a float (B, Hq, 1, L) mask holding each row's bias there and -inf past its end."""
+    lengths = torch.tensor(starts, device=w.device) + 1
+    k_abs = torch.arange(int(lengths.max()), device=w.device)
+    valid = (k_abs[None] < lengths[:, None])[:, None, None]                # (B, 1, 1, L)
+    if w.alibi is None:
+        return valid
+    distance = (k_abs[None] - (lengths - 1)[:, None]).float()              # (B, L)
+    bias = w.alibi[None, :, None, None] * distance[:, None, None, :]        # (B, Hq, 1, L)
+    return bias.masked_fill(~valid, float("-inf"))
 
 
 def _attend_decode(qk: torch.Tensor, v: torch.Tensor, caches: Sequence[KVCache], layer: int, starts: list[int],

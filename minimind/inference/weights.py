@@ -30,7 +30,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..attention import alibi_slopes
 from ..errors import MiniMindError
+from ..model import sinusoid_table
 
 
 class EngineError(MiniMindError):
@@ -156,7 +158,7 @@ class Weights:
                     down=_stored(mlp.down_proj) if dense else None,
                     moe=None if dense else mlp))
             self.intermediate = self.layers[0].down.weight.shape[1] if self.layers[0].down is not None else 0
-            self._rotary(model)
+            self._positions(model)
         if not model.__dict__.get("_minimind_contiguous_state"):
             model.register_state_dict_post_hook(_contiguous_state)
             model.__dict__["_minimind_contiguous_state"] = True
@@ -182,6 +184,23 @@ class Weights:
     def __reduce__(self):
         """A copied or pickled model leaves its prepared weights behind (they are made again on use)."""
         return _nothing, ()
+
+    def _positions(self, model: nn.Module) -> None:
+        """What the layer loop needs for the model's position encoding: rotary tables (`rope`),
+        per-head slopes (`alibi`), or a table of position vectors added to the embeddings
+        (`sinusoidal`: the model's own function; `learned`: the model's own parameter, no copy)."""
+        config = model.config
+        self.encoding = getattr(config, "position_encoding", "rope")  # Llama: rotary
+        self.cos = self.sin_signed = self.alibi = self.position_table = None
+        if self.encoding == "rope":
+            self._rotary(model)
+        elif self.encoding == "alibi":
+            self.alibi = alibi_slopes(self.n_heads).to(self.device)
+        elif self.encoding == "sinusoidal":
+            positions = torch.arange(self.max_positions, device=self.device)
+            self.position_table = sinusoid_table(positions, config).to(self.dtype).float()
+        elif self.encoding == "learned":
+            self.position_table = model.model.embed_positions.weight.detach().float()
 
     def _rotary(self, model: nn.Module) -> None:
         """cos and sign-folded sin for every position, from the model's own rotary module, so
