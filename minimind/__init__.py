@@ -1,6 +1,7 @@
 """MiniMind: a small Llama-shaped language model you can train, chat with and export.
 
-Importing the package registers `MiniMindConfig` / `MiniMindForCausalLM` with the
+Importing the package registers `MiniMindConfig` / `MiniMindForCausalLM` (and the LSTM
+family, `MiniMindLSTMConfig` / `MiniMindLSTMForCausalLM`) with the
 transformers Auto classes, so `AutoModelForCausalLM.from_pretrained(dir)` works
 in any process that has run `import minimind`.
 """
@@ -17,9 +18,13 @@ from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
 from .config import PRESETS, MiniMindConfig  # noqa: E402
 from .model import MiniMindForCausalLM, MiniMindModel  # noqa: E402
+from .lstm import LSTM_PRESETS, MiniMindLSTMConfig, MiniMindLSTMForCausalLM  # noqa: E402
 
 AutoConfig.register(MiniMindConfig.model_type, MiniMindConfig, exist_ok=True)
 AutoModelForCausalLM.register(MiniMindConfig, MiniMindForCausalLM, exist_ok=True)
+AutoConfig.register(MiniMindLSTMConfig.model_type, MiniMindLSTMConfig, exist_ok=True)
+AutoModelForCausalLM.register(MiniMindLSTMConfig, MiniMindLSTMForCausalLM, exist_ok=True)
 
-__all__ = ["MiniMindConfig", "MiniMindForCausalLM", "MiniMindModel", "PRESETS"]
+__all__ = ["MiniMindConfig", "MiniMindForCausalLM", "MiniMindModel", "PRESETS",
+           "MiniMindLSTMConfig", "MiniMindLSTMForCausalLM", "LSTM_PRESETS"]
 __version__ = "0.1.0"

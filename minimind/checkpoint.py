@@ -13,7 +13,7 @@ import torch
 
 from .errors import CheckpointError
 
-SUPPORTED_MODEL_TYPES = ("minimind", "llama")
+SUPPORTED_MODEL_TYPES = ("minimind", "minimind-lstm", "llama")
 
 
 def is_adapter(path: str | Path) -> bool:

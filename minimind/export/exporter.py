@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..errors import ExportError
 from .card import write_card
-from .formats import DTYPES, FORMATS, tolerance_for
+from .formats import DTYPES, FORMATS, lstm_refusal, tolerance_for
 from .gguf import write_gguf
 from .heldout import default_eval_text, model_name
 from .hf import write_hf
@@ -86,6 +86,9 @@ def _stored_as(fmt: str, config, merged_as: str | None) -> str:
 
 def check_applies(fmt: str, src: Source) -> None:
     """ExportError if `fmt` cannot hold this model (MoE in a Llama format, a merge without adapter)."""
+    reason = lstm_refusal(fmt, src.config)
+    if reason:
+        raise ExportError(reason)
     if FORMATS[fmt].dense_only:
         require_dense(src.config, fmt)
     if fmt == "merged" and src.adapter is None:

@@ -37,6 +37,7 @@ class FormatSpec:
     tolerance: Tolerance
     load_hint: str        # how a user loads it (shown in the model card)
     dense_only: bool = False
+    holds_lstm: bool = False  # carries an LSTM model (minimind/lstm.py): only the MiniMind folder forms do
 
 
 _AUTO = "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
@@ -45,13 +46,13 @@ FORMATS: dict[str, FormatSpec] = {spec.name: spec for spec in [
     FormatSpec("hf", "MiniMind Hugging Face folder (safetensors)", EXACT,
                "import minimind  # registers the MiniMind classes\n" + _AUTO
                + "model = AutoModelForCausalLM.from_pretrained(FOLDER)\n"
-               "tokenizer = AutoTokenizer.from_pretrained(FOLDER)"),
+               "tokenizer = AutoTokenizer.from_pretrained(FOLDER)", holds_lstm=True),
     FormatSpec("llama", "stock LlamaForCausalLM folder (safetensors), no MiniMind code needed", EXACT,
                _AUTO + "model = AutoModelForCausalLM.from_pretrained(FOLDER)  # a LlamaForCausalLM\n"
                "tokenizer = AutoTokenizer.from_pretrained(FOLDER)", dense_only=True),
     FormatSpec("merged", "LoRA adapter merged into its base (peft merge_and_unload)", EXACT,
                _AUTO + "model = AutoModelForCausalLM.from_pretrained(FOLDER)\n"
-               "tokenizer = AutoTokenizer.from_pretrained(FOLDER)"),
+               "tokenizer = AutoTokenizer.from_pretrained(FOLDER)", holds_lstm=True),
     FormatSpec("int8", "torchao int8 weight-only (per-row scales), safetensors", INT8,
                _AUTO + "# needs torchao; the quantization config is in config.json\n"
                "model = AutoModelForCausalLM.from_pretrained(FOLDER, device_map='cpu')\n"
@@ -77,6 +78,17 @@ FORMATS: dict[str, FormatSpec] = {spec.name: spec for spec in [
 ]}
 
 DTYPES = ("float32", "bfloat16", "float16")
+
+
+def lstm_refusal(fmt: str, config) -> str | None:
+    """Why `fmt` cannot hold this model when it is an LSTM (None otherwise): the Llama and GGUF
+    formats have no recurrent layers, and the int8 / bitsandbytes writers quantize a
+    transformer's linear layers, not nn.LSTM's gate matrices."""
+    if getattr(config, "model_type", None) != "minimind-lstm" or FORMATS[fmt].holds_lstm:
+        return None
+    keeps = ", ".join(name for name, spec in FORMATS.items() if spec.holds_lstm)
+    return (f"format {fmt!r} cannot hold an LSTM model (it is written for transformer layers); "
+            f"export an LSTM as {keeps} instead")
 
 
 def tolerance_for(fmt: str, dtype: str | None) -> Tolerance:

@@ -50,7 +50,7 @@ def resolve(model: str | Path, adapter: str | Path | None = None) -> tuple[Path,
         raise ExportError(f"{adapter}: not a LoRA adapter folder (no adapter_config.json)")
     folder = check_model_folder(model)
     model_type = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("model_type")
-    if model_type != "minimind":
+    if model_type not in ("minimind", "minimind-lstm"):
         raise ExportError(f"{folder}: export reads MiniMind checkpoints; this one is {model_type!r} "
                           "(already an export?)")
     return folder, Path(adapter) if adapter is not None else None

@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
+from . import recurrent
 from .forward import KVCache, forward
 from .sampler import Sampler
 from .weights import Weights
@@ -95,7 +96,14 @@ class Engine:
     def __init__(self, model, max_batch: int = 16, speculate: bool | None = None):
         self._model = weakref.ref(model)    # the model holds its engine (model.__dict__), not the reverse
         self.max_batch = max(1, max_batch)
-        self.weights = Weights.of(model)       # fails now, with the reason, for a model it cannot run
+        # the backend: the transformer layer loop (forward.py) or an LSTM's state (recurrent.py)
+        if recurrent.handles(model):
+            self._prepare, self._new_cache, self._forward = recurrent.RecurrentWeights.of, recurrent.StateCache, \
+                recurrent.forward
+            speculate = False  # a recurrent state cannot take back rejected guesses
+        else:
+            self._prepare, self._new_cache, self._forward = Weights.of, KVCache, forward
+        self.weights = self._prepare(model)    # fails now, with the reason, for a model it cannot run
         self.speculate = speculative_pays(self.weights) if speculate is None else speculate
         self.lookahead = LOOKAHEAD if self.speculate else 0
         self.vocab_size = self.weights.vocab_size
@@ -170,7 +178,7 @@ class Engine:
     def _weights(self) -> Weights:
         model = self._model()
         if model is not None:
-            self.weights = Weights.of(model)  # the same object unless the weights changed in place
+            self.weights = self._prepare(model)  # the same object unless the weights changed in place
         return self.weights
 
     def __reduce__(self):
@@ -180,10 +188,10 @@ class Engine:
     def _prefill(self, request: _Request) -> bool:
         try:
             w = self._weights()
-            request.cache = KVCache(w, len(request.prompt) + request.max_new_tokens + self.lookahead + 1)
+            request.cache = self._new_cache(w, len(request.prompt) + request.max_new_tokens + self.lookahead + 1)
             request.sampler.observe(request.prompt)
             ids = torch.tensor([request.prompt], dtype=torch.long, device=w.device)
-            request.emit(forward(w, ids, [request.cache])[0])
+            request.emit(self._forward(w, ids, [request.cache])[0])
         except Exception as err:  # handed to the request's consumer
             request.finish(err)
         return request.live
@@ -192,7 +200,7 @@ class Engine:
         try:
             w = self.weights
             ids = torch.tensor([[r.last] for r in active], dtype=torch.long, device=w.device)
-            logits = forward(w, ids, [r.cache for r in active])
+            logits = self._forward(w, ids, [r.cache for r in active])
         except Exception as err:
             for request in active:
                 request.finish(err)

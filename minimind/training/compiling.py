@@ -30,6 +30,8 @@ def compile_layers(model, cfg, max_steps: int, log) -> list:
     if not want:
         return []
     layers = decoder_layers(model)
+    if not layers:  # an LSTM model: no decoder layers (its one nn.LSTM call is already a fused kernel)
+        return []
     for layer in layers:
         layer.compile()
     log(f"compiling {len(layers)} decoder layers (torch.compile)")

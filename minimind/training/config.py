@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from ..config import PRESETS
+from ..lstm import LSTM_PRESETS
 from ..data.config import DataConfig
 from ..errors import ConfigError
 from .sizing import pretrain_lr
@@ -30,13 +31,18 @@ MAX_PROCESSES = 1024
 COMPILE = ("auto", "on", "off")
 EXTENDABLE = ("pretrain", "sft", "lora", "qlora")  # modes whose vocabulary may grow (model.extend_vocab)
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+ARCHITECTURES = ("transformer", "lstm")  # a new model's family: MiniMindConfig or MiniMindLSTMConfig (minimind/lstm.py)
 
 
 @dataclass
 class ModelSection:
+    architecture: str = "transformer"    # a new model's family: transformer (Llama-shaped) or lstm (minimind/lstm.py);
+                                         # a fine-tune keeps its starting model's
     preset: str = "auto"                 # size of a new model: auto (from the budget, training/sizing.py) or a preset
+                                         # of its architecture (config.PRESETS, or lstm.LSTM_PRESETS)
     init_from: str = ""                  # model folder to start from (required for sft/lora/qlora)
-    overrides: dict = field(default_factory=dict)  # MiniMindConfig fields for a new model
+    overrides: dict = field(default_factory=dict)  # config fields for a new model (MiniMindConfig, or
+                                         # MiniMindLSTMConfig for an lstm: e.g. use_attention: true)
     tokenizer: str = ""                  # tokenizer folder; default: init_from's, else train one
     vocab_size: int = 6400               # vocabulary of a tokenizer trained for a new model
     min_char_count: int = 0              # > 0: that tokenizer keeps each character seen this often whole
@@ -185,7 +191,7 @@ class TrainConfig:
                 if not isinstance(node.get(part), dict):
                     raise ConfigError(f"unknown config section {part!r} in {key!r}")
                 node = node[part]
-            if parts[-1] not in node:
+            if parts[-1] not in node and parts[:-1] != ["model", "overrides"]:  # overrides: model fields by name
                 raise ConfigError(f"unknown config key {key!r}")
             node[parts[-1]] = yaml.safe_load(value)
         return TrainConfig.from_dict(raw)
@@ -251,8 +257,13 @@ class TrainConfig:
                 "compares the model with a reference or teacher that shares its vocabulary)"))
         need(not self.model.extend_vocab or not self.model.tokenizer,
              "model.extend_vocab extends the starting model's own tokenizer: leave model.tokenizer empty")
-        need(self.model.preset == "auto" or self.model.preset in PRESETS,
-             f"model.preset must be auto or one of {', '.join(PRESETS)} (got {self.model.preset!r})")
+        need(self.model.architecture in ARCHITECTURES,
+             f"model.architecture must be one of {', '.join(ARCHITECTURES)} (got {self.model.architecture!r})")
+        presets = LSTM_PRESETS if self.model.architecture == "lstm" else PRESETS
+        need(self.model.preset == "auto" or self.model.preset in presets,
+             f"model.preset must be auto or one of {', '.join(presets)}"
+             + (" (the LSTM sizes)" if self.model.architecture == "lstm" else "")
+             + f" (got {self.model.preset!r})")
         need(self.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}")
         need(self.device in DEVICES, f"device must be one of {', '.join(DEVICES)}")
         need(self.distributed in DISTRIBUTED, f"distributed must be one of {', '.join(DISTRIBUTED)}")

@@ -10,25 +10,29 @@ import torch
 from ..checkpoint import check_model_folder, load_model
 from ..config import MiniMindConfig
 from ..errors import CheckpointError, ConfigError
+from ..lstm import MiniMindLSTMConfig, MiniMindLSTMForCausalLM, is_lstm
 from ..model import MiniMindForCausalLM
 
 
-
-def new_model(config, tokenizer) -> MiniMindForCausalLM:
-    """A freshly initialised model of the configured preset, sized to the tokenizer. Its declared
-    context is the length of its training rows (`data.seq_len`): a rotary model is not known to
-    hold a longer one (held-out BPC of 256-token-trained models rose 9-25 % at 1024 tokens),
-    unless `model.overrides` sets `max_position_embeddings` on purpose."""
+def new_model(config, tokenizer) -> MiniMindForCausalLM | MiniMindLSTMForCausalLM:
+    """A freshly initialised model of the configured architecture and preset, sized to the
+    tokenizer. Its declared context is the length of its training rows (`data.seq_len`): a rotary
+    model is not known to hold a longer one (held-out BPC of 256-token-trained models rose 9-25 %
+    at 1024 tokens), unless `model.overrides` sets `max_position_embeddings` on purpose. (For an
+    LSTM it is nominal: chat bounds prompts by it, the state itself reaches any length.)"""
     overrides = {"max_position_embeddings": config.data.seq_len} if config.data.seq_len else {}
     overrides.update(config.model.overrides)
+    lstm = config.model.architecture == "lstm"
+    config_class, model_class = ((MiniMindLSTMConfig, MiniMindLSTMForCausalLM) if lstm
+                                 else (MiniMindConfig, MiniMindForCausalLM))
     try:
-        model_config = MiniMindConfig.from_preset(
+        model_config = config_class.from_preset(
             config.model.preset, vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
             bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, **overrides)
     except (ValueError, TypeError) as err:
         raise ConfigError(f"model: {err}") from err
     torch.manual_seed(config.seed)
-    return MiniMindForCausalLM(model_config)
+    return model_class(model_config)
 
 
 def build_model(config, tokenizer, device: str, precision_dtype: torch.dtype):
@@ -37,6 +41,7 @@ def build_model(config, tokenizer, device: str, precision_dtype: torch.dtype):
     if config.new_model:
         return new_model(config, tokenizer).to(device)
     if adapter == "qlora":
+        _refuse_lstm_qlora(config.model.init_from)
         model = _load_4bit(config.model.init_from, precision_dtype, device)
     else:
         # a run started from an adapter run trains on base + that adapter merged (new adapters, or
@@ -54,6 +59,20 @@ def build_model(config, tokenizer, device: str, precision_dtype: torch.dtype):
     if adapter:
         model = add_lora(model, config, qlora=adapter == "qlora", new_token_ids=new_ids)
     return model
+
+
+def _refuse_lstm_qlora(path: str) -> None:
+    """QLoRA quantizes linear layers to 4 bits under adapters; an LSTM's recurrent weights are no
+    linear layers (bitsandbytes and peft cannot touch nn.LSTM), so it is refused before loading."""
+    import json
+
+    from ..checkpoint import adapter_base, is_adapter
+
+    folder = check_model_folder(adapter_base(path) if is_adapter(path) else path)
+    if json.loads((folder / "config.json").read_text(encoding="utf-8")).get("model_type") == "minimind-lstm":
+        raise ConfigError("QLoRA does not apply to an LSTM model (its recurrent weights are not linear layers "
+                          "that 4-bit quantization or LoRA can adapt): use mode sft (full fine-tune), or mode "
+                          "lora on an LSTM with use_attention")
 
 
 def _load_4bit(path: str, compute_dtype: torch.dtype, device: str):
@@ -79,14 +98,34 @@ def add_lora(model, config, qlora: bool = False, new_token_ids: list[int] = ()):
     rows, and the output rows tied to them), and the adapter carries them."""
     from peft import LoraConfig, get_peft_model
 
+    targets = _lora_targets(model, config.lora.target_modules)
     torch.manual_seed(config.seed)
     lora = LoraConfig(r=config.lora.rank, lora_alpha=config.lora.alpha, lora_dropout=config.lora.dropout,
-                      target_modules=list(config.lora.target_modules), task_type="CAUSAL_LM", bias="none",
+                      target_modules=targets, task_type="CAUSAL_LM", bias="none",
                       trainable_token_indices=_token_rows(model, new_token_ids))
     peft_model = get_peft_model(model, lora)
     # peft records the folder the base came from: the saved adapter names its base.
     peft_model.peft_config["default"].base_model_name_or_path = str(config.model.init_from)
     return peft_model
+
+
+def _lora_targets(model, targets) -> list[str]:
+    """The configured LoRA targets. peft cannot adapt nn.LSTM, so an LSTM model's adapters go on its
+    attention's projections (q_proj, k_proj, v_proj, o_proj) where it has them and the
+    configuration names them; without any, ConfigError says what to do instead."""
+    targets = list(targets)
+    if not is_lstm(model):
+        return targets
+    present = {name.rsplit(".", 1)[-1] for name, module in model.named_modules() if isinstance(module, torch.nn.Linear)}
+    usable = [t for t in targets if t in present and t != "lm_head"]
+    if not usable:
+        has_attention = bool(getattr(model.config, "use_attention", False))
+        raise ConfigError(
+            "LoRA cannot adapt an LSTM's recurrent weights (peft has no LoRA for nn.LSTM), and this model has "
+            + ("none of lora.target_modules among its attention projections q_proj, k_proj, v_proj, o_proj: "
+               "name some of those" if has_attention else "no attention layers to adapt: fine-tune every weight "
+               "with mode sft instead (or train an LSTM with model.overrides use_attention: true)"))
+    return usable
 
 
 def _token_rows(model, ids) -> list[int] | dict[str, list[int]] | None:

@@ -13,12 +13,17 @@ def flops_per_token(config, seq_len: int, trainable_fraction: float = 1.0) -> fl
     includes the LM head) plus the attention scores, 6·2·L·d·T/2 for causal attention.
     With frozen weights (LoRA) the weight-gradient third drops out: 4·N."""
     d, layers = config.hidden_size, config.num_hidden_layers
+    factor = 6.0 if trainable_fraction >= 0.5 else 4.0
+    if getattr(config, "model_type", None) == "minimind-lstm":
+        # an LSTM layer: 4 gates x (input + recurrent) d x d products; optional attention: q, k, v, o
+        attend = bool(getattr(config, "use_attention", False))
+        n = layers * 8 * d * d + (4 * d * d if attend else 0) + d * config.vocab_size
+        return factor * n + (6 * d * seq_len if attend else 0)
     kv = config.num_key_value_heads * config.head_dim
     q = config.num_attention_heads * config.head_dim
     experts = config.num_experts_per_tok if getattr(config, "use_moe", False) else 1
     per_layer = d * (q + 2 * kv) + q * d + 3 * d * config.intermediate_size * experts
     n = layers * per_layer + d * config.vocab_size
-    factor = 6.0 if trainable_fraction >= 0.5 else 4.0
     attention = 6 * layers * q * seq_len  # 2 matmuls × (fwd + 2 bwd) × T/2 causal × 2 flops
     return factor * n + attention
 

@@ -21,7 +21,7 @@ from .modes import build_model, trainable_parameters
 from .objectives import build_objective
 from .precision import Precision
 from .run_dir import RunDir
-from .sizing import choose_preset, parameter_count, pretrain_lr
+from .sizing import choose_preset, ladder_for, parameter_count, pretrain_lr
 from .state_io import load_optimizer, load_weights
 
 
@@ -180,8 +180,10 @@ def choose_new_model_size(cfg: TrainConfig, tokenizer, corpus, device: str, prec
             del model
             return 0.9 * dist.mean(budget.left(time.perf_counter()), info) / per_step * tokens_per_step
 
+        architecture = cfg.model.architecture
         choice = choose_preset(planned_tokens, lambda preset: parameter_count(preset, len(tokenizer),
-                                                                               cfg.model.overrides))
+                                                                               cfg.model.overrides, architecture),
+                               ladder=ladder_for(architecture))
         cfg.model.preset, chose = choice.preset, True
         log(choice.describe())
     if cfg.optim.lr is None:

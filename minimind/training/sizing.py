@@ -19,6 +19,9 @@ import torch
 from ..config import MiniMindConfig
 
 LADDER = ("pico", "micro", "nano", "mini", "small", "base")
+# An LSTM model (model.architecture: lstm) climbs its own sizes (lstm.LSTM_PRESETS, sized like the
+# transformer presets of the same name) by the same rule and ratio: not refitted for LSTMs.
+LSTM_LADDER = ("pico", "micro", "nano", "mini")
 # Fitted on this hardware (benchmarks/NOTES.md, "Model size"): on the Tang poems, the size that
 # won had 2.6 (10 minutes, 1 thread) and 4.3 (10 minutes, 2 threads) planned tokens per
 # parameter, the next size up, which lost, 1.2 and 2.4; at 2 minutes the smallest won anyway.
@@ -59,13 +62,23 @@ def choose_preset(planned_tokens: Callable[[str], float], parameters: Callable[[
     return chosen
 
 
-def parameter_count(preset: str, vocab_size: int, overrides: dict | None = None) -> int:
-    """Parameters of a new model of `preset` (tied embeddings counted once), without allocating it."""
-    from ..model import MiniMindForCausalLM
+def ladder_for(architecture: str) -> tuple:
+    """The sizes `model.preset: auto` chooses from for a new model of `architecture`."""
+    return LSTM_LADDER if architecture == "lstm" else LADDER
 
-    config = MiniMindConfig.from_preset(preset, vocab_size=vocab_size, **(overrides or {}))
+
+def parameter_count(preset: str, vocab_size: int, overrides: dict | None = None,
+                    architecture: str = "transformer") -> int:
+    """Parameters of a new model of `preset` (tied embeddings counted once), without allocating it."""
+    if architecture == "lstm":
+        from ..lstm import MiniMindLSTMConfig as config_class, MiniMindLSTMForCausalLM as model_class
+    else:
+        from ..model import MiniMindForCausalLM as model_class
+
+        config_class = MiniMindConfig
+    config = config_class.from_preset(preset, vocab_size=vocab_size, **(overrides or {}))
     with torch.device("meta"):
-        model = MiniMindForCausalLM(config)
+        model = model_class(config)
     return sum(p.numel() for p in model.parameters())
 
 
