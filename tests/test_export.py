@@ -274,3 +274,17 @@ def test_export_command_is_registered(capsys):
         main(["export", "--help"])
     out = capsys.readouterr().out
     assert exit_info.value.code == 0 and "--eval-file" in out and "gguf-q8_0" in out
+
+
+def test_nf4_keeps_layers_that_do_not_split_into_whole_blocks_in_float(tokenizer, tmp_path):
+    """The `pico` preset's FFN input (352) is not a multiple of NF4's 64-weight block: bitsandbytes
+    quantized it but its CPU path failed on the reloaded folder ("shape '[128, 5]' is invalid")."""
+    from minimind.export.quantized import nf4_unblockable
+
+    torch.manual_seed(0)
+    model = MiniMindForCausalLM(tiny_config(intermediate_size=96)).eval()
+    assert nf4_unblockable(model) == ["model.layers.0.mlp.down_proj", "model.layers.1.mlp.down_proj"]
+    model.save_pretrained(tmp_path / "src")
+    save_tokenizer(tokenizer, tmp_path / "src")
+    result = export_many(tmp_path / "src", ["bnb-nf4"], tmp_path / "out", eval_text=EVAL_TEXTS)[0]
+    assert result.verified, result.error

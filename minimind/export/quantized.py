@@ -79,7 +79,18 @@ def write_int8(model, tokenizer, out_dir: Path, dtype: str | None = None) -> Pat
     return out_dir
 
 
-def bnb_config(fmt: str, config, dtype: str | None = None):
+NF4_BLOCK = 64  # weights per NF4 block
+
+
+def nf4_unblockable(model) -> list[str]:
+    """Linear layers whose rows do not split into whole NF4 blocks (e.g. the `pico` preset's FFN
+    input of 352): bitsandbytes' CPU path quantizes them but cannot run them after a reload
+    ("shape '[128, 5]' is invalid"), so they stay in float like the LM head."""
+    return [name for name, module in model.named_modules()
+            if isinstance(module, nn.Linear) and module.in_features % NF4_BLOCK]
+
+
+def bnb_config(fmt: str, config, dtype: str | None = None, keep: list[str] = ()):
     """The BitsAndBytesConfig for `bnb-8bit` (LLM.int8) or `bnb-nf4` (4-bit NormalFloat)."""
     from transformers import BitsAndBytesConfig
 
@@ -87,7 +98,7 @@ def bnb_config(fmt: str, config, dtype: str | None = None):
         return BitsAndBytesConfig(load_in_8bit=True, llm_int8_skip_modules=keep_float(config))
     return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
                               bnb_4bit_compute_dtype=TORCH_DTYPES[dtype or "float32"],
-                              llm_int8_skip_modules=keep_float(config))
+                              llm_int8_skip_modules=keep_float(config) + list(keep))
 
 
 def write_bnb(model, tokenizer, out_dir: Path, fmt: str, dtype: str | None = None) -> Path:
@@ -99,7 +110,7 @@ def write_bnb(model, tokenizer, out_dir: Path, fmt: str, dtype: str | None = Non
         writer = write_llama if _is_dense(model.config) else write_hf
         writer(model, tokenizer, Path(tmp), dtype)
         quantized = AutoModelForCausalLM.from_pretrained(
-            tmp, quantization_config=bnb_config(fmt, model.config, dtype), dtype=TORCH_DTYPES[dtype or "float32"],
+            tmp, quantization_config=bnb_config(fmt, model.config, dtype, nf4_unblockable(model)), dtype=TORCH_DTYPES[dtype or "float32"],
             device_map="cpu", use_safetensors=True, trust_remote_code=False)
         quantized.save_pretrained(out_dir, safe_serialization=True)
     save_tokenizer(tokenizer, out_dir)
