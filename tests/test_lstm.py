@@ -16,7 +16,11 @@ from minimind.lstm import LSTM_PRESETS, LSTMState
 from minimind.tokenizer import save_tokenizer
 from minimind.training import TrainConfig, train
 from minimind.training.modes import add_lora
-from minimind.training.sizing import parameter_count
+from minimind.evaluate import evaluate_documents
+from minimind.tokenizer import load_tokenizer
+from minimind.training.distributed import DistInfo
+from minimind.training.setup import choose_new_model_size
+from minimind.training.sizing import parameter_count, pretrain_lr
 from training_helpers import losses, make_config, write_chat_corpus, write_text_corpus
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -210,6 +214,26 @@ def test_architecture_and_its_presets_are_validated(tmp_path):
     with pytest.raises(ConfigError, match="model.preset must be auto or one of pico, micro, nano, mini"):
         TrainConfig.from_dict({**base, "model": {"architecture": "lstm", "preset": "small"}}).validate()
     TrainConfig.from_dict({**base, "model": {"architecture": "lstm", "preset": "nano"}}).validate()
+    with pytest.raises(ConfigError, match="an LSTM model has none: turn it off"):
+        TrainConfig.from_dict({**base, "model": {"architecture": "lstm"}, "grad_checkpointing": True}).validate()
+
+
+def test_auto_size_climbs_the_lstm_ladder(tmp_path, tokenizer_dir):
+    corpus = write_text_corpus(tmp_path)
+    cfg = make_config(tmp_path, [corpus], model__tokenizer=str(tokenizer_dir), model__architecture="lstm",
+                      model__preset="auto", model__overrides={}, max_steps=1)
+    cfg = cfg.resolved("cpu", False)
+    logged = []
+    assert choose_new_model_size(cfg, load_tokenizer(tokenizer_dir), None, "cpu", None, DistInfo(), None,
+                                 logged.append)
+    assert cfg.model.preset == "pico" and "pico" in logged[0]  # a 1-step run affords the smallest size
+    assert cfg.optim.lr == pretrain_lr("pico")
+
+
+def test_held_out_bpc_of_an_lstm(tokenizer):
+    model = _model(True, vocab_size=len(tokenizer))
+    result = evaluate_documents(model, tokenizer, ["床前明月光，疑是地上霜。", "To be, or not to be."], context=16)
+    assert result.tokens > 0 and result.bpc > 0
 
 
 # ---------------------------------------------------------------- export
@@ -237,3 +261,21 @@ def test_other_formats_refuse_an_lstm(lstm_dir, tmp_path, fmt):
     with pytest.raises(ExportError, match=f"format '{fmt}' cannot hold an LSTM model .* export an LSTM as hf, merged"):
         export(lstm_dir, fmt, tmp_path / fmt)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_two_process_lstm_run_matches_one_process(tmp_path, tokenizer_dir, strategy):
+    from test_training_distributed import _torchrun
+
+    corpus = write_text_corpus(tmp_path)
+    settings = dict(model__tokenizer=str(tokenizer_dir), model__architecture="lstm", model__preset="pico",
+                    model__overrides=dict(TINY_LSTM, use_attention=True), max_steps=3, save_every=3)
+    train(make_config(tmp_path / "one", [corpus], batch_size=4, **settings))
+    multi = make_config(tmp_path / "two", [corpus], batch_size=2, distributed=strategy, **settings)
+    multi.save(tmp_path / "multi.yaml")
+    _torchrun(tmp_path / "multi.yaml", tmp_path / "two" / "run")
+    one, two = losses(tmp_path / "one" / "run"), losses(tmp_path / "two" / "run")
+    assert sorted(one) == sorted(two) == [1, 2, 3]
+    for step in one:
+        assert abs(one[step] - two[step]) < 1e-4, (step, one[step], two[step])
+    assert isinstance(load_model(tmp_path / "two" / "run" / "checkpoints" / "step-3"), MiniMindLSTMForCausalLM)

@@ -3,6 +3,7 @@ and the registry that keeps one loaded copy of each model per process.
 
   weights.py   the model's weights fused in place (no second copy), blocked copies for multi-row products
   forward.py   the layer loop: prefill, single and batched decode are one function
+  recurrent.py an LSTM model's path: its recurrent state as the cache, the model's own code per step
   sampler.py   penalty, UTF-8 guard, temperature / top-k / top-p, seeded draws
   utf8.py      which tokens keep the text completable as UTF-8
   engine.py    the scheduler: a decode thread per model, continuous batching

@@ -7,6 +7,9 @@ batching, where a lone request is simply a batch of one. Each request has its ow
 cache, its own seeded sampler and its own token queue, so streams cannot mix; one
 request's failure ends that request only. Requests beyond `max_batch` wait for a row.
 
+An LSTM model (minimind/lstm.py) runs through the same scheduler with its recurrent state
+as each request's cache (recurrent.py) instead of the transformer layer loop (forward.py).
+
 The thread starts with the first request and ends after `IDLE_S` without work, so an
 engine holds no thread (and keeps no model alive) while nobody uses it.
 """

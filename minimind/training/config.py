@@ -264,6 +264,9 @@ class TrainConfig:
              f"model.preset must be auto or one of {', '.join(presets)}"
              + (" (the LSTM sizes)" if self.model.architecture == "lstm" else "")
              + f" (got {self.model.preset!r})")
+        need(not (self.grad_checkpointing and self.model.architecture == "lstm" and self.new_model),
+             "grad_checkpointing recomputes transformer layers; an LSTM model has none: turn it off "
+             "(lower batch_size or data.seq_len to save memory instead)")
         need(self.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}")
         need(self.device in DEVICES, f"device must be one of {', '.join(DEVICES)}")
         need(self.distributed in DISTRIBUTED, f"distributed must be one of {', '.join(DISTRIBUTED)}")
