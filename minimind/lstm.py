@@ -341,6 +341,8 @@ class MiniMindLSTMForCausalLM(MiniMindLSTMPreTrainedModel, GenerationMixin):
         """The nn.LSTM call, or its functional form without dropout when a training-mode model is run
         for inference (the engine's rollouts)."""
         lstm = self.lstm
+        if not train and not isinstance(x, torch.nn.utils.rnn.PackedSequence) and x.shape[1] == 1:
+            return self._step(x, hx)
         if train or not lstm.training or lstm.dropout == 0:
             return lstm(x, hx)
         if isinstance(x, torch.nn.utils.rnn.PackedSequence):
@@ -351,6 +353,21 @@ class MiniMindLSTMForCausalLM(MiniMindLSTMPreTrainedModel, GenerationMixin):
             return out, (h.index_select(1, x.unsorted_indices), c.index_select(1, x.unsorted_indices))
         out, h, c = _VF.lstm(x, hx, lstm._flat_weights, lstm.bias, lstm.num_layers, 0.0, False, False, True)
         return out, (h, c)
+
+    def _step(self, x, hx):
+        """One position through every layer as LSTM cells: a decode step. oneDNN's fused LSTM spends
+        about 1 ms per layer per call setting up, 20x what one position's products cost (nano on
+        one CPU thread), so single steps run as two small products per layer instead."""
+        lstm, (h0, c0) = self.lstm, hx
+        inp, hs, cs = x[:, 0], [], []
+        for layer in range(lstm.num_layers):
+            h, c = _VF.lstm_cell(inp, (h0[layer], c0[layer]), getattr(lstm, f"weight_ih_l{layer}"),
+                                 getattr(lstm, f"weight_hh_l{layer}"), getattr(lstm, f"bias_ih_l{layer}"),
+                                 getattr(lstm, f"bias_hh_l{layer}"))
+            hs.append(h)
+            cs.append(c)
+            inp = h
+        return inp[:, None], (torch.stack(hs), torch.stack(cs))
 
     def _attend(self, x, valid, doc_start, cache, want_state: bool, train: bool):
         """x + dropout(attn(norm(x))), each query seeing the keys of its own document up to itself."""
