@@ -194,8 +194,14 @@ def test_sft_of_an_lstm_and_lora_on_its_attention(tmp_path, tokenizer_dir):
         assert train(cfg)["state"] == "finished"
     adapter = json.loads((tmp_path / "lora" / "run" / "checkpoints" / "step-3" / "adapter_config.json").read_text())
     assert set(adapter["target_modules"]) == {"q_proj", "k_proj", "v_proj", "o_proj"}
-    merged = load_model(tmp_path / "lora" / "run" / "checkpoints" / "step-3", merge=True)
+    adapter_dir = tmp_path / "lora" / "run" / "checkpoints" / "step-3"
+    merged = load_model(adapter_dir, merge=True)
     assert isinstance(merged, MiniMindLSTMForCausalLM)
+    result = export(adapter_dir, "merged", tmp_path / "merged", eval_text=["床前明月光，疑是地上霜。"])
+    assert result.verified and isinstance(load_model(result.folder), MiniMindLSTMForCausalLM)
+    with pytest.raises(ConfigError, match="QLoRA does not apply to an LSTM model"):
+        train(make_config(tmp_path / "qlora", [chat_corpus], mode="qlora", model__init_from=str(base), max_steps=1,
+                          data__seq_len=96, model__overrides={}))
 
 
 def test_lora_on_an_lstm_without_attention_is_refused_with_what_to_do():

@@ -10,7 +10,7 @@ import torch
 from ..checkpoint import check_model_folder, load_model
 from ..config import MiniMindConfig
 from ..errors import CheckpointError, ConfigError
-from ..lstm import MiniMindLSTMConfig, MiniMindLSTMForCausalLM, is_lstm
+from ..lstm import LSTM_MODEL_TYPE, MiniMindLSTMConfig, MiniMindLSTMForCausalLM, is_lstm
 from ..model import MiniMindForCausalLM
 
 
@@ -69,7 +69,7 @@ def _refuse_lstm_qlora(path: str) -> None:
     from ..checkpoint import adapter_base, is_adapter
 
     folder = check_model_folder(adapter_base(path) if is_adapter(path) else path)
-    if json.loads((folder / "config.json").read_text(encoding="utf-8")).get("model_type") == "minimind-lstm":
+    if json.loads((folder / "config.json").read_text(encoding="utf-8")).get("model_type") == LSTM_MODEL_TYPE:
         raise ConfigError("QLoRA does not apply to an LSTM model (its recurrent weights are not linear layers "
                           "that 4-bit quantization or LoRA can adapt): use mode sft (full fine-tune), or mode "
                           "lora on an LSTM with use_attention")
