@@ -130,8 +130,14 @@ class LSTMState:
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.length
 
-    def __contains__(self, name) -> bool:  # `"x" in cache` as transformers' generate asks of caches
-        return hasattr(self, name)
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        """Keep the rows `beam_idx` names, in that order (generate's beam search)."""
+        for name in ("h", "c"):
+            setattr(self, name, getattr(self, name).index_select(1, beam_idx.to(self.h.device)))
+        for name in ("ended", "doc", "keys", "values", "key_doc", "key_valid"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(self, name, value.index_select(0, beam_idx.to(value.device)))
 
 
 class CausalSelfAttention(nn.Module):

@@ -98,6 +98,20 @@ def test_generate_greedy_equals_argmax_of_the_full_forward(use_attention):
 
 
 @pytest.mark.parametrize("use_attention", [False, True])
+def test_generate_left_padded_batches_and_beams(use_attention):
+    model = _model(use_attention)
+    short, long = [5, 6], [9, 10, 11, 12]
+    kwargs = dict(max_new_tokens=8, do_sample=False, pad_token_id=0, eos_token_id=None)
+    ids = torch.tensor([[0, 0] + short, long])
+    mask = torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1]])
+    batch = model.generate(ids, attention_mask=mask, **kwargs)
+    assert batch[0, 4:].tolist() == model.generate(torch.tensor([short]), **kwargs)[0, 2:].tolist()
+    assert batch[1].tolist() == model.generate(torch.tensor([long]), **kwargs)[0].tolist()
+    beams = model.generate(torch.tensor([long]), num_beams=3, **kwargs)
+    assert beams.tolist() == model.generate(torch.tensor([long]), num_beams=3, use_cache=False, **kwargs).tolist()
+
+
+@pytest.mark.parametrize("use_attention", [False, True])
 def test_save_load_gives_the_same_logits(tmp_path, use_attention):
     model = _model(use_attention)
     model.save_pretrained(tmp_path)
