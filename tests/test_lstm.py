@@ -14,7 +14,7 @@ from minimind.generation import SamplingParams, chat, complete
 from minimind.inference import Engine, Sampler
 from minimind.lstm import LSTM_PRESETS, LSTMState
 from minimind.tokenizer import save_tokenizer
-from minimind.training import TrainConfig, train
+from minimind.training import RunDir, TrainConfig, train
 from minimind.training.modes import add_lora
 from minimind.evaluate import evaluate_documents
 from minimind.tokenizer import load_tokenizer
@@ -299,3 +299,42 @@ def test_two_process_lstm_run_matches_one_process(tmp_path, tokenizer_dir, strat
     for step in one:
         assert abs(one[step] - two[step]) < 1e-4, (step, one[step], two[step])
     assert isinstance(load_model(tmp_path / "two" / "run" / "checkpoints" / "step-3"), MiniMindLSTMForCausalLM)
+
+
+# ---------------------------------------------------------------- the other objectives
+
+def _save_lstm_base(folder, tokenizer, use_attention=True):
+    model = _model(use_attention, vocab_size=len(tokenizer))
+    model.config.eos_token_id = tokenizer.eos_token_id
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder, save_jinja_files=False)
+    return folder
+
+
+def test_dpo_and_distillation_train_an_lstm(tmp_path, tokenizer):
+    from test_training_objectives import distill_config, dpo_config, write_preference_corpus
+
+    base = _save_lstm_base(tmp_path / "base", tokenizer)
+    dpo = dpo_config(tmp_path / "dpo", base, write_preference_corpus(tmp_path), max_steps=4, eval_every=4,
+                     model__overrides={})
+    assert train(dpo)["state"] == "finished"
+    rows = [r for r in RunDir(tmp_path / "dpo" / "run").read_metrics() if "loss" in r]
+    assert rows[-1]["loss"] < rows[0]["loss"]
+    # an LSTM student of a transformer teacher that shares its tokenizer
+    from training_helpers import save_base_model
+
+    teacher = save_base_model(tmp_path / "teacher", tokenizer)
+    distill = distill_config(tmp_path / "distill", teacher, write_text_corpus(tmp_path), max_steps=4,
+                             model__architecture="lstm", model__preset="pico", model__overrides=dict(TINY_LSTM))
+    assert train(distill)["state"] == "finished"
+    assert isinstance(load_model(tmp_path / "distill" / "run" / "checkpoints" / "step-4"), MiniMindLSTMForCausalLM)
+
+
+@pytest.mark.parametrize("adapter", ["", "lora"])
+def test_grpo_samples_an_lstm_through_the_engine(tmp_path, tokenizer, adapter):
+    from test_training_grpo import grpo_config, write_prompts
+
+    base = _save_lstm_base(tmp_path / "base", tokenizer)
+    cfg = grpo_config(tmp_path, base, write_prompts(tmp_path), max_steps=2, adapter=adapter, lora__rank=4,
+                      model__overrides={})
+    assert train(cfg)["state"] == "finished"

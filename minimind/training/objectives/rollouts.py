@@ -89,9 +89,7 @@ def _plain(model: nn.Module) -> nn.Module:
     weights (QLoRA) is rebuilt with ordinary nn.Linear layers holding the base weights (expanded)."""
     if not any(_is_4bit(m) or hasattr(m, "base_layer") for m in model.modules()):
         return model
-    from ...model import MiniMindForCausalLM
-
-    plain = MiniMindForCausalLM(model.config).to(next(model.parameters()).device)
+    plain = type(model)(model.config).to(next(model.parameters()).device)  # MiniMind, or its LSTM
     with torch.no_grad():
         for name, module in plain.named_modules():
             if isinstance(module, nn.Linear):
