@@ -321,6 +321,8 @@ class MiniMindLSTMForCausalLM(MiniMindLSTMPreTrainedModel, GenerationMixin):
         first = flat_starts.nonzero().squeeze(1)                             # flat start of each segment
         pos = idx - first[seg]
         n_seg = first.numel()
+        if n_seg == 0:  # nothing but padding: no output, the state stays as it was
+            return x.new_zeros(b, t, d), h0, c0
         lengths = torch.bincount(seg, minlength=n_seg)
         row = torch.div(first, t, rounding_mode="floor")
         padded = x.new_zeros(n_seg, int(lengths.max()), d)

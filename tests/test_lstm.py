@@ -64,6 +64,10 @@ def test_right_and_left_padding_do_not_change_the_real_positions(use_attention):
         alone = model(torch.tensor([short])).logits[0]
     assert torch.allclose(out[0, :len(short)], alone, atol=1e-5, rtol=0)
     assert torch.allclose(out[1, -len(short):], alone, atol=1e-5, rtol=0)
+    with torch.no_grad():  # a row of padding only (and a batch of nothing else) changes nothing
+        both = model(ids, attention_mask=torch.stack([mask[0], torch.zeros_like(mask[1])])).logits
+        assert torch.allclose(both[0, :len(short)], alone, atol=1e-5, rtol=0)
+        assert model(ids, attention_mask=torch.zeros_like(mask)).logits.shape == (2, width, model.config.vocab_size)
 
 
 @pytest.mark.parametrize("use_attention", [False, True])
