@@ -18,7 +18,7 @@ from webapp.jobs import JobManager
 from webapp.tabs import grpo, train
 from webapp.workspace import Workspace, WorkspaceError
 from helpers import ROOT
-from webapp_helpers import LiveServer, free_port
+from webapp_helpers import START_INPUTS, LiveServer, free_port
 
 # steps, batch, seq_len, lr, accum, precision, rank, alpha, eval_every
 NUMBERS = [5, 2, 64, 1e-4, 1, "fp32", 4, 8, 0]
@@ -228,7 +228,7 @@ def test_the_page_api_serves_rollouts_and_refuses_a_bad_reward(tmp_path):
         client = Client(server.url, verbose=False)
         api = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
         params = api["/start_training"]["parameters"]
-        assert len(params) == 27 and all(p["parameter_has_default"] for p in params[12:])
+        assert len(params) == START_INPUTS and all(p["parameter_has_default"] for p in params[12:])
         assert [p["parameter_default"] for p in params[17:21]] == [grpo.default_spec(), 8, 0.04, 96]
         assert "/watch_rollouts" in api
 

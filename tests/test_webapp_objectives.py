@@ -15,7 +15,7 @@ from webapp.jobs import JobManager
 from webapp.tabs import train
 from webapp.workspace import Workspace, WorkspaceError
 from helpers import ROOT
-from webapp_helpers import LiveServer, free_port
+from webapp_helpers import START_INPUTS, LiveServer, free_port
 
 # steps, batch, seq_len, lr, accum, precision, rank, alpha, eval_every
 NUMBERS = [5, 2, 64, 1e-4, 1, "fp32", 4, 8, 0]
@@ -218,5 +218,5 @@ def test_the_page_serves_the_objective_plot_and_keeps_the_old_api(tmp_path):
         assert client.predict("r-lora", api_name="/watch_objective")["visible"] is False  # the loss plot suffices
         api = client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/start_training"]
         params = api["parameters"]
-        assert len(params) == 27 and all(p["parameter_has_default"] for p in params[12:])  # + grpo's four, stop after, minutes, processes, parallelism, report_to, extend_vocab
+        assert len(params) == START_INPUTS and all(p["parameter_has_default"] for p in params[12:])  # + grpo's four, stop after, minutes, processes, parallelism, report_to, extend_vocab, architecture
         assert [p["parameter_default"] for p in params[12:17]] == ["full", 0.5, "shipped:minimind-tang", 2.0, 0.5]

@@ -14,7 +14,7 @@ from webapp.jobs import JobManager
 from webapp.tabs import train
 from webapp.workspace import Workspace, WorkspaceError
 from helpers import ROOT
-from webapp_helpers import LiveServer, free_port
+from webapp_helpers import START_INPUTS, LiveServer, free_port
 
 # steps, batch, seq_len, lr, accum, precision, rank, alpha, eval_every
 NUMBERS = [5, 2, 64, 1e-4, 1, "fp32", 4, 8, 0]
@@ -142,9 +142,9 @@ def test_the_api_takes_a_minutes_budget_last_and_serves_named_columns(tmp_path):
         client = Client(server.url, verbose=False)
         params = client.view_api(print_info=False, return_format="dict")["named_endpoints"][
             "/start_training"]["parameters"]
-        assert len(params) == 27 and [p["parameter_default"] for p in params[21:23]] == ["steps", 10]
+        assert len(params) == START_INPUTS and [p["parameter_default"] for p in params[21:23]] == ["steps", 10]
         # then processes, parallelism and report_to (tests/test_webapp_processes.py)
-        assert [p["parameter_default"] for p in params[23:]] == [1, "ddp", [], False]  # processes, parallelism, report_to, extend_vocab
+        assert [p["parameter_default"] for p in params[23:]] == [1, "ddp", [], False, "rope"]  # processes, parallelism, report_to, extend_vocab, architecture
         progress, facts, curve, log, runs, queue, run_id = client.predict("", api_name="/watch_run")
         assert runs["headers"] == train.RUN_COLUMNS and runs["data"] == []
         ctx = AppContext(ws, JobManager(ws), shipped_dir=shipped)

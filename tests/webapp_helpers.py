@@ -13,6 +13,10 @@ from minimind.tokenizer import build_tokenizer
 from helpers import SAMPLE_TEXTS, tiny_config
 
 
+# how many inputs /start_training takes (the page's Train form; the newest last, each with a default)
+START_INPUTS = 28
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

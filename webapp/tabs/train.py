@@ -30,7 +30,7 @@ from minimind.vocabulary import MAX_NEW_TOKENS
 from ..context import AppContext, user_errors, without_paths
 from ..i18n import EN, headed, t, tr
 from ..workspace import WorkspaceError
-from . import grpo
+from . import compare, grpo
 
 MODES = list(TRAIN_MODES)  # pretrain, sft, lora, qlora, dpo, distill, grpo
 WEIGHTS = {"full": "", "lora": "lora", "qlora": "qlora"}  # dpo / distill / grpo: what trains -> config adapter
@@ -125,7 +125,8 @@ def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr,
                  temperature=DistillSection.temperature, kl_weight=DistillSection.kl_weight,
                  rewards=None, group_size=grpo.DEFAULTS["group_size"], grpo_beta=grpo.DEFAULTS["beta"],
                  max_new_tokens=grpo.DEFAULTS["max_new_tokens"], stop_after="steps",
-                 minutes=10.0, processes=1, parallel="ddp", report_to=None, extend_vocab=False) -> TrainConfig:
+                 minutes=10.0, processes=1, parallel="ddp", report_to=None, extend_vocab=False,
+                 architecture=compare.DEFAULT_ARCHITECTURE) -> TrainConfig:
     """The run the page describes. dpo, distill and grpo read `weights` (full, lora or qlora); dpo
     reads `beta`; distill reads `teacher` (an offered full model), `temperature` and `kl_weight` (the
     next-token loss on the data weighs 1 - kl_weight); grpo reads `rewards` (grpo.rewards of the
@@ -137,7 +138,9 @@ def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr,
     sharing the model as `parallel` says (ddp or fsdp), at most one per GPU (or CPU core, at least
     2). `report_to` lists trackers (tensorboard, trackio) that get the run's metrics too.
     `extend_vocab` adds the corpus's frequent characters that the starting model's tokenizer
-    spells in byte pieces to its vocabulary (fine-tuning modes; minimind.vocabulary)."""
+    spells in byte pieces to its vocabulary (fine-tuning modes; minimind.vocabulary).
+    `architecture` (compare.ARCHITECTURES: a position encoding, or an LSTM with or without
+    attention) shapes a new model; starting from an existing one it is ignored."""
     if mode not in MODES:
         raise WorkspaceError(f"mode must be one of {', '.join(MODES)}")
     if not corpus:
@@ -202,7 +205,7 @@ def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr,
         if adapter:
             raise WorkspaceError(f"{adapter} weights adapt an existing model: start the student from the shipped "
                                  "model or a finished run, or train full weights for a new student")
-        raw["model"] = {"preset": base[4:]}
+        raw["model"] = {"preset": base[4:], **compare.model_settings(architecture)}
         tok = ctx.workspace.corpora / meta["name"] / "tokenizer"
         if mode == "pretrain" and (tok / "tokenizer.json").is_file():  # a distilled student takes the teacher's
             raw["model"]["tokenizer"] = str(tok)
@@ -303,7 +306,8 @@ def watch(ctx: AppContext, run_id):
            f"<div id='run-progress' data-step='{step}' data-total='{total}'>"
            + tr("p_line", state=state_word(s.get("state")), step=step, total=total or "?", pct=f"{pct:.0f}",
                 eta=_duration(s.get("eta_s"))) + "</div>")
-    facts = [tr("f_state", v=state_word(s.get("state"))), tr("f_device", v=s.get("device", "?"))]
+    facts = [tr("f_state", v=state_word(s.get("state"))), tr("f_device", v=s.get("device", "?")),
+             tr("f_architecture", v=compare.architecture_label(compare.run_architecture(run)))]
     if s.get("tokens_per_s"):
         facts.append(tr("f_tokens_s", v=f"{s['tokens_per_s']:,.0f}"))
     if s.get("lr") is not None:
@@ -534,10 +538,13 @@ def build(ctx: AppContext) -> None:
                                      label=t("report_to"), info=t("report_to_info"), elem_id="train-report-to")
         extend_vocab = gr.Checkbox(value=False, label=t("extend_vocab"), info=t("extend_vocab_info"),
                                    elem_id="train-extend-vocab")
+        architecture = gr.Dropdown(compare.architecture_choices(), value=compare.DEFAULT_ARCHITECTURE,
+                                   label=t("architecture"), info=t("architecture_info"), elem_id="train-architecture",
+                                   allow_custom_value=True, visible=False)  # a new model only (see on_base)
     # the new inputs go last: a client that sends the first twelve gets the defaults of the rest
     inputs = [base, mode, corpus, steps, batch, seq_len, lr, accum, precision, rank, alpha, eval_every,
               weights, beta, teacher, temperature, kl_weight, rewards, group_size, grpo_beta, max_new_tokens,
-              stop_after, minutes, processes, parallel, report_to, extend_vocab]
+              stop_after, minutes, processes, parallel, report_to, extend_vocab, architecture]
     with gr.Row():
         estimate_btn = gr.Button(t("estimate"), elem_id="estimate-btn")
         start_btn = gr.Button(t("start"), variant="primary", elem_id="start-btn")
@@ -562,6 +569,17 @@ def build(ctx: AppContext) -> None:
     log = gr.Textbox(label=t("log"), lines=8, max_lines=15, elem_id="train-log")
     queue = gr.Markdown()
     runs = gr.Dataframe(lambda: headed(runs_table(ctx)), label=t("runs"), interactive=False, elem_id="runs-table")
+    with gr.Accordion(t("compare_runs"), open=True, elem_id="compare-box"):
+        with gr.Row():
+            compared = gr.Dropdown(run_choices(ctx), value=[], multiselect=True, label=t("compare_pick"),
+                                   elem_id="compare-runs", allow_custom_value=True, max_choices=compare.MAX_RUNS)
+            axis = gr.Radio([(t(f"cmp_x_{name}"), name) for name in compare.AXES], value="step",
+                            label=t("compare_axis"), elem_id="compare-axis")
+            compare_btn = gr.Button(t("compare"), elem_id="compare-btn")
+        compare_plot = gr.LinePlot(None, x="x", y="loss", color="series", color_title="",
+                                   label=t("compare_curve"), elem_id="compare-plot")
+        compare_table = gr.Dataframe(lambda: headed(compare.empty_table()), label=t("compare_table"),
+                                     interactive=False, elem_id="compare-table")
     timer = gr.Timer(2.0)
 
     def on_mode(m, w):
@@ -608,3 +626,12 @@ def build(ctx: AppContext) -> None:
     base.focus(choices, None, [base, corpus, teacher], api_name=False)
     corpus.focus(choices, None, [base, corpus, teacher], api_name=False)
     teacher.focus(choices, None, [base, corpus, teacher], api_name=False)
+    base.change(lambda b: gr.update(visible=isinstance(b, str) and b.startswith("new:")), [base], [architecture],
+                api_name=False)
+
+    comparer = user_errors(lambda picked, x: compare.compare(ctx, picked, x))
+    compare_btn.click(comparer, [compared, axis], [compare_plot, compare_table], api_name="compare_runs")
+    axis.change(lambda picked, x: comparer(picked, x) if picked else (gr.update(), gr.update()), [compared, axis],
+                [compare_plot, compare_table], **quiet)
+    for event in (refresh_btn.click, compared.focus):
+        event(lambda: gr.update(choices=run_choices(ctx)), None, [compared], **quiet)

@@ -1,0 +1,114 @@
+"""The architecture lab in headless Chromium (issue 17, item 3): a new model with a non-default
+position encoding is created from the new-model form and trained a few steps on the shipped
+Shakespeare sample, a second (rotary) run beside it; both are picked in Compare runs, which draws
+four lines (each run's train and validation loss) and a table naming each run's architecture;
+then the first run answers on the Chat tab. Screenshots go to test-artifacts/."""
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from minimind.config import POSITION_ENCODINGS
+from minimind.training import RunDir
+from webapp.app import build_app
+from webapp.workspace import Workspace
+from helpers import ROOT
+from webapp_helpers import LiveServer, chromium_page, free_port, make_shipped, pick, wait_for
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = ROOT / "test-artifacts"
+FIRST = "Transformer · ALiBi" if "alibi" in POSITION_ENCODINGS else "Transformer · learned positions"
+SECOND = "Transformer · rotary (RoPE)"
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium (apt-get install chromium)")]
+
+
+def _train(page, ws: Workspace, architecture: str) -> str:
+    """Fill the new-model form (pico, `architecture`), start it, wait for it to finish: its run id."""
+    from playwright.sync_api import expect
+
+    before = page.locator("#train-run input").input_value()
+
+    pick(page, "Start from", "new model: pico")
+    page.locator("#train-mode").get_by_text("pretrain", exact=True).click()
+    expect(page.locator("#train-architecture")).to_be_visible()
+    pick(page, "Architecture", architecture)
+    pick(page, "Corpus", "shakespeare")
+    page.locator("#train-steps input").fill("6")
+    page.get_by_label("Batch size").fill("4")
+    page.get_by_label("Sequence length").fill("32")
+    page.get_by_label("Evaluate every (steps, 0 = auto)").fill("3")
+    page.locator("#start-btn").click()
+    expect(page.locator("#train-message")).to_contain_text(re.compile(r"Queued|is training"), timeout=60_000)
+    run_input = page.locator("#train-run input")
+    expect(run_input).not_to_have_value(before or "-")  # the new run is the one shown
+    run_id = run_input.input_value()
+    run = RunDir(ws.runs / run_id)
+    wait_for(lambda: run.read_status().get("state") in ("finished", "failed"), timeout=300, what=f"{run_id}")
+    assert run.read_status()["state"] == "finished", run.read_status().get("error")
+    expect(page.locator("#train-progress")).to_contain_text("finished: step 6/6", timeout=30_000)
+    return run_id
+
+
+def test_two_architectures_trained_compared_and_chatted_with(tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    ws = Workspace(tmp_path / "workspace")
+    ws.save_corpus("shakespeare", [ROOT / "samples" / "shakespeare_sample.txt"], {"kind": "auto"},
+                   {"kind": "text", "documents": 300})
+    app = build_app(tmp_path / "workspace", shipped_dir=make_shipped(tmp_path / "checkpoints"))
+    with LiveServer(app, free_port()) as server, sync_playwright() as pw:
+        browser, page = chromium_page(pw, CHROMIUM)
+        try:
+            page.goto(server.url)
+            page.get_by_role("tab", name="Train").click()
+            # the architecture belongs to a new model: hidden while a fine-tune's base is chosen
+            pick(page, "Start from", "shipped: minimind-tang")
+            expect(page.locator("#train-architecture")).to_be_hidden()
+
+            first = _train(page, ws, FIRST)
+            expect(page.locator("#train-facts")).to_contain_text(f"Architecture: {FIRST}")
+            second = _train(page, ws, SECOND)
+            assert first != second
+
+            # Compare runs: both picked, four lines named in the legend, their final figures beside
+            page.locator("#tab-train").get_by_role("button", name="Refresh").click()
+            for run_id in (first, second):  # by exact name: a second run of the same second is "<first>-2"
+                page.get_by_role("combobox", name="Runs to compare").click()
+                page.get_by_role("option", name=run_id, exact=True).click()
+            page.keyboard.press("Escape")
+            chosen = page.locator("#compare-runs .token")
+            expect(chosen).to_have_text([first, second])
+            page.locator("#compare-btn").click()
+            # the legend's names in full (its labels cut long ones short on screen)
+            legend = page.locator("#compare-plot .role-legend").first
+            expect(legend).to_have_attribute("aria-label", re.compile("with 4 values"), timeout=60_000)
+            for run_id in (first, second):
+                for line in ("train", "validation"):
+                    expect(legend).to_have_attribute("aria-label", re.compile(re.escape(f"{run_id} · {line}")))
+            expect(page.locator("#compare-plot .role-legend-symbol path")).to_have_count(4)
+            table = page.locator("#compare-table")
+            for text in (first, second, FIRST, SECOND, "train_loss", "tokens_per_s"):
+                expect(table).to_contain_text(text)
+            # the x axis by tokens: the plot is drawn again, with the same lines
+            page.locator("#compare-axis").get_by_text("tokens trained on", exact=True).click()
+            expect(page.locator("#compare-plot")).to_contain_text("tokens trained on", timeout=30_000)
+            expect(page.locator("#compare-plot .role-legend-symbol path")).to_have_count(4)
+            page.screenshot(path=str(ARTIFACTS / "compare-runs.png"), full_page=True)
+
+            # Chat with the first run
+            page.get_by_role("tab", name="Chat").click()
+            pick(page, "Model", f"run {first}")
+            box = page.locator("#chat-input textarea")
+            box.fill("To be, or not")
+            box.press("Enter")
+            answer = page.locator("#chatbot [data-testid=bot]")
+            expect(answer).to_have_count(1, timeout=60_000)
+            expect(answer).to_have_text(re.compile(r"\S"), timeout=60_000)
+            assert "\ufffd" not in answer.inner_text()
+        finally:
+            browser.close()
