@@ -274,7 +274,7 @@ def lstm_dir(tmp_path_factory, tokenizer):
 
 def test_hf_export_keeps_the_lstm(lstm_dir, tmp_path):
     result = export(lstm_dir, "hf", tmp_path / "hf", eval_text=["床前明月光，疑是地上霜。", "To be, or not to be."])
-    assert result.verified
+    assert result.verified and "model_type minimind-lstm" in result.stored_as
     row = torch.tensor([[5, 6, 7, 2, 8, 9]])
     with torch.no_grad():
         assert torch.equal(load_model(lstm_dir)(row).logits, load_model(result.folder)(row).logits)

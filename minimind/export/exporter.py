@@ -77,6 +77,8 @@ def _stored_as(fmt: str, config, merged_as: str | None) -> str:
     dense = not_llama_shaped(config) is None
     if fmt.startswith("gguf"):
         return "llama-architecture GGUF"
+    if getattr(config, "model_type", None) == "minimind-lstm":  # only hf and merged hold one (lstm_refusal)
+        return "MiniMind LSTM folder (model_type minimind-lstm; `import minimind` before loading)"
     if fmt == "hf" or (fmt == "merged" and (merged_as or default_merged_as(config)) == "hf"):
         return "MiniMind folder (model_type minimind; `import minimind` before loading)"
     if fmt in ("llama", "merged") or dense:
