@@ -1,8 +1,8 @@
 """The architecture lab in headless Chromium (issue 17, item 3): a new model with a non-default
-position encoding is created from the new-model form and trained a few steps on the shipped
-Shakespeare sample, a second (rotary) run beside it; both are picked in Compare runs, which draws
-four lines (each run's train and validation loss) and a table naming each run's architecture;
-then the first run answers on the Chat tab. Screenshots go to test-artifacts/."""
+position encoding (ALiBi) is created from the new-model form and trained a few steps on the
+shipped Shakespeare sample, a new LSTM + attention beside it; both are picked in Compare runs,
+which draws four lines (each run's train and validation loss) and a table naming each run's
+architecture; then both answer side by side on the Chat tab. Screenshots go to test-artifacts/."""
 
 import re
 import shutil
@@ -20,7 +20,7 @@ from webapp_helpers import LiveServer, chromium_page, free_port, make_shipped, p
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = ROOT / "test-artifacts"
 FIRST = "Transformer · ALiBi" if "alibi" in POSITION_ENCODINGS else "Transformer · learned positions"
-SECOND = "Transformer · rotary (RoPE)"
+SECOND = "LSTM + attention"
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium (apt-get install chromium)")]
@@ -51,6 +51,11 @@ def _train(page, ws: Workspace, architecture: str) -> str:
     assert run.read_status()["state"] == "finished", run.read_status().get("error")
     expect(page.locator("#train-progress")).to_contain_text("finished: step 6/6", timeout=30_000)
     return run_id
+
+
+def _ticks(plot) -> list[float]:
+    """The numbers a plot shows (its axes' tick labels)."""
+    return [float(n.replace(",", "")) for n in re.findall(r"^[\d,.]+$", plot.inner_text(), re.M)] or [0.0]
 
 
 def test_two_architectures_trained_compared_and_chatted_with(tmp_path):
@@ -94,21 +99,28 @@ def test_two_architectures_trained_compared_and_chatted_with(tmp_path):
             table = page.locator("#compare-table")
             for text in (first, second, FIRST, SECOND, "train_loss", "tokens_per_s"):
                 expect(table).to_contain_text(text)
-            # the x axis by tokens: the plot is drawn again, with the same lines
+            # the x axis by tokens: the same lines, redrawn at the tokens each step had seen (tens of
+            # them per step here: the axis reaches far past the 6 steps)
             page.locator("#compare-axis").get_by_text("tokens trained on", exact=True).click()
-            expect(page.locator("#compare-plot")).to_contain_text("tokens trained on", timeout=30_000)
+            plot = page.locator("#compare-plot")
+            expect(plot).to_contain_text("tokens trained on", timeout=30_000)
+            wait_for(lambda: max(_ticks(plot)) > 50, timeout=30, every=0.3, what="the tokens axis")
             expect(page.locator("#compare-plot .role-legend-symbol path")).to_have_count(4)
             page.screenshot(path=str(ARTIFACTS / "compare-runs.png"), full_page=True)
 
-            # Chat with the first run
+            # Chat with both runs side by side: the transformer and the LSTM answer the same message
             page.get_by_role("tab", name="Chat").click()
             pick(page, "Model", f"run {first}")
+            page.locator("#chat-side-by-side input[type=checkbox]").check()
+            pick(page, "Second model", f"run {second}")
             box = page.locator("#chat-input textarea")
             box.fill("To be, or not")
             box.press("Enter")
-            answer = page.locator("#chatbot [data-testid=bot]")
-            expect(answer).to_have_count(1, timeout=60_000)
-            expect(answer).to_have_text(re.compile(r"\S"), timeout=60_000)
-            assert "\ufffd" not in answer.inner_text()
+            for chatbot in ("#chatbot", "#chatbot-b"):
+                answer = page.locator(f"{chatbot} [data-testid=bot]")
+                expect(answer).to_have_count(1, timeout=60_000)
+                expect(answer).to_have_text(re.compile(r"\S"), timeout=60_000)
+                assert "\ufffd" not in answer.inner_text()
+            page.screenshot(path=str(ARTIFACTS / "compare-chat.png"), full_page=True)
         finally:
             browser.close()

@@ -210,7 +210,7 @@ def compare(ctx: AppContext, picked, axis="step"):
     runs = chosen_runs(ctx, picked)
     curve = overlay(runs, axis or "step")
     series = list(dict.fromkeys(curve["series"]))
-    plot = gr.update(value=curve if len(curve) else None, x_title=tr(AXES[axis or "step"][1]),
+    plot = gr.update(value=curve if len(curve) else None, x_title=tr(AXES[axis][1]),
                      color_title=tr("cmp_legend"), colors_in_legend=series or None)
     return plot, headed(metrics_table(runs))
 

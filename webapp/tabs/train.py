@@ -629,9 +629,13 @@ def build(ctx: AppContext) -> None:
     base.change(lambda b: gr.update(visible=isinstance(b, str) and b.startswith("new:")), [base], [architecture],
                 api_name=False)
 
+    # Gradio 6's plot draws the data of the update before the last one into a drawn plot (it reads its data
+    # before recomputing it): each comparison is sent twice, so the second draws the first's data
     comparer = user_errors(lambda picked, x: compare.compare(ctx, picked, x))
-    compare_btn.click(comparer, [compared, axis], [compare_plot, compare_table], api_name="compare_runs")
-    axis.change(lambda picked, x: comparer(picked, x) if picked else (gr.update(), gr.update()), [compared, axis],
-                [compare_plot, compare_table], **quiet)
+    compare_btn.click(comparer, [compared, axis], [compare_plot, compare_table], api_name="compare_runs").success(
+        comparer, [compared, axis], [compare_plot, compare_table], **quiet)
+    on_axis = lambda picked, x: comparer(picked, x) if picked else (gr.update(), gr.update())  # noqa: E731
+    axis.change(on_axis, [compared, axis], [compare_plot, compare_table], **quiet).success(
+        on_axis, [compared, axis], [compare_plot, compare_table], **quiet)
     for event in (refresh_btn.click, compared.focus):
         event(lambda: gr.update(choices=run_choices(ctx)), None, [compared], **quiet)
