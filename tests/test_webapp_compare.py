@@ -161,10 +161,10 @@ def test_an_unknown_axis_is_refused(ctx, axis):
         compare.compare(ctx, ["r-alibi"], axis)
 
 
-def test_a_single_run_name_is_taken_as_a_pick_of_one(ctx):
+def test_a_single_run_name_is_taken_as_a_pick_of_one_and_no_axis_as_steps(ctx):
     _two_runs(ctx)
-    _, table = compare.compare(ctx, "r-lstm", "step")
-    assert list(table["run"]) == ["r-lstm"]
+    plot, table = compare.compare(ctx, "r-lstm", None)
+    assert list(table["run"]) == ["r-lstm"] and plot["x_title"] == "step"
 
 
 # ---- the architecture field ------------------------------------------------------------------

@@ -207,8 +207,8 @@ def metrics_table(runs: list[RunDir]) -> pd.DataFrame:
 
 def compare(ctx: AppContext, picked, axis="step"):
     """The plot (an update naming every series, so Gradio redraws all lines) and the table."""
-    runs = chosen_runs(ctx, picked)
-    curve = overlay(runs, axis or "step")
+    runs, axis = chosen_runs(ctx, picked), axis or "step"
+    curve = overlay(runs, axis)
     series = list(dict.fromkeys(curve["series"]))
     plot = gr.update(value=curve if len(curve) else None, x_title=tr(AXES[axis][1]),
                      color_title=tr("cmp_legend"), colors_in_legend=series or None)
