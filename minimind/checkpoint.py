@@ -51,6 +51,22 @@ def adapter_base(path: str | Path) -> str:
     return base
 
 
+def is_classifier(path: str | Path) -> bool:
+    """Whether a folder holds a sequence classifier: a model folder whose config.json names
+    MiniMindForSequenceClassification, or a LoRA adapter trained for classification (SEQ_CLS)."""
+    from .classifier import CLASSIFIER_ARCHITECTURE
+
+    folder = Path(path)
+    try:
+        if is_adapter(folder):
+            config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
+            return config.get("task_type") == "SEQ_CLS"
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    return CLASSIFIER_ARCHITECTURE in (config.get("architectures") or [])
+
+
 def load_model(path: str | Path, adapter: str | Path | None = None, dtype: torch.dtype | None = None,
                device: str | torch.device = "cpu", merge: bool = False):
     """Load a MiniMind/Llama model folder, optionally with a LoRA adapter on top.
@@ -58,9 +74,11 @@ def load_model(path: str | Path, adapter: str | Path | None = None, dtype: torch
     `path` may itself be an adapter folder; its base is then read from the adapter (and when that
     base is an adapter too, as for a LoRA run started from a LoRA run, it is loaded merged first).
     With `merge=True` the adapter is folded into the weights (plain model returned).
+    A classifier folder loads as MiniMindForSequenceClassification; a classifier's adapter loads on
+    its base made a classifier of the classes saved beside the adapter (minimind.classifier).
     """
     import minimind  # noqa: F401  (registers the Auto classes in this process)
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
     if adapter is None and is_adapter(path):
         path, adapter = adapter_base(path), path
@@ -68,15 +86,19 @@ def load_model(path: str | Path, adapter: str | Path | None = None, dtype: torch
         model = load_model(path, dtype=dtype, merge=True)
     else:
         folder = check_model_folder(path)
+        auto = AutoModelForSequenceClassification if is_classifier(folder) else AutoModelForCausalLM
         try:
-            model = AutoModelForCausalLM.from_pretrained(
-                folder, dtype=dtype or torch.float32, use_safetensors=True, trust_remote_code=False)
+            model = auto.from_pretrained(folder, dtype=dtype or torch.float32, use_safetensors=True,
+                                         trust_remote_code=False)
         except (OSError, ValueError, RuntimeError) as err:
             raise CheckpointError(f"{folder}: could not load the model ({err})") from err
     if adapter is not None:
         if not is_adapter(adapter):
             raise CheckpointError(f"{adapter}: not a LoRA adapter folder (no adapter_config.json)")
         from peft import PeftModel
+
+        if is_classifier(adapter):
+            model = _classifier_base(model, adapter)
 
         _fit_vocabulary(model, adapter)
         try:
@@ -86,6 +108,20 @@ def load_model(path: str | Path, adapter: str | Path | None = None, dtype: torch
         if merge:
             model = model.merge_and_unload()
     return model.to(device).eval()
+
+
+def _classifier_base(model, adapter: str | Path):
+    """The base of a classifier adapter: `model` made a classifier of the classes saved beside the
+    adapter (its head is then replaced by the adapter's trained copy)."""
+    from .classifier import ADAPTER_LABELS, classifier_from
+
+    labels_file = Path(adapter) / ADAPTER_LABELS
+    try:
+        classes = json.loads(labels_file.read_text(encoding="utf-8"))["classes"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise CheckpointError(f"{adapter}: a classifier adapter needs {ADAPTER_LABELS} naming its classes "
+                              f"({err})") from None
+    return classifier_from(model, classes)
 
 
 def _fit_vocabulary(model, adapter: str | Path) -> None:

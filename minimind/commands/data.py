@@ -4,6 +4,7 @@
   python -m minimind data inspect chats.jsonl --tokenizer tok/ --json   # + how that tokenizer spells it
   python -m minimind data inspect samples/tang_preference.jsonl     # prompt / chosen / rejected pairs
   python -m minimind data inspect samples/tang_prompts.jsonl        # prompts for GRPO (+ reward fields)
+  python -m minimind data inspect reviews.csv --label-field stars    # labelled text: the classes and counts
   python -m minimind data prepare poems.jsonl --tokenizer tok/ --seq-len 512 --val-fraction 0.05
 
 Bad input stops with one line naming the file, the line or record, what was
@@ -41,8 +42,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", help="corpus files: .txt .md .jsonl .json .csv .tsv .parquet")
     p.add_argument("--kind", default="auto", choices=KINDS,
                    help="what the records are; auto detects it from the first record "
-                        "(preference: prompt + chosen + rejected, for DPO)")
+                        "(preference: prompt + chosen + rejected, for DPO; labelled: text + label, to classify)")
     p.add_argument("--text-field", default=None, help="record field holding plain text (default: text, content)")
+    p.add_argument("--label-field", default=None,
+                   help="labelled text: record field holding the class (default: label, labels, class, category, "
+                        "target; naming it makes the corpus labelled)")
     p.add_argument("--split", default="paragraph", choices=("paragraph", "line"),
                    help=".txt/.md documents: blank-line separated paragraphs, or lines")
     p.add_argument("--lenient", action="store_true", help="skip bad records instead of stopping at the first")
@@ -56,7 +60,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     from ..data import DataConfig, inspect_corpus, prepare_corpus
 
-    settings = dict(kind=args.kind, text_field=args.text_field, split=args.split, strict=not args.lenient,
+    settings = dict(kind=args.kind, text_field=args.text_field, label_field=args.label_field, split=args.split, strict=not args.lenient,
                     max_skipped=args.max_skipped, max_file_mb=args.max_file_mb, cache_dir=args.cache_dir)
     if args.action == "prepare":
         settings.update(seq_len=args.seq_len, val_fraction=args.val_fraction, seed=args.seed,
@@ -84,7 +88,7 @@ def run(args) -> int:
     corpus = prepare_corpus(args.files, tokenizer, config)
     result = {"path": str(corpus.path), "fingerprint": corpus.fingerprint, "kind": corpus.kind,
               "from_cache": corpus.from_cache, "train_rows": len(corpus.train),
-              "validation_rows": len(corpus.validation), "seq_len": corpus.seq_len,
+              "validation_rows": len(corpus.validation), "seq_len": corpus.seq_len, "classes": corpus.classes,
               "val_characters": corpus.val_characters, "val_tokens": corpus.val_tokens,
               "stats": corpus.stats.to_dict()}
     if args.json:

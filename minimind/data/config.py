@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 
-KINDS = ("auto", "text", "chat", "instruction", "preference", "prompts")
+KINDS = ("auto", "text", "chat", "instruction", "preference", "prompts", "labelled")
 SPLITS = ("paragraph", "line")
 
 
@@ -23,8 +23,12 @@ class DataConfig:
 
     files: list = field(default_factory=list)  # corpus files (a training run reads these; the functions take them apart)
     kind: str = "auto"                 # "auto" detects it; or force "text", "chat", "instruction", "preference"
-                                       # or "prompts" (a .txt file: one prompt a line)
-    text_field: str | None = None      # record field with plain text (default: "text", else "content")
+                                       # or "prompts" (a .txt file: one prompt a line), or "labelled" (text + label)
+    text_field: str | None = None      # record field with plain text (default: "text", else "content"; labelled
+                                       # also finds "sentence" and "review")
+    label_field: str | None = None     # labelled: record field with the class (default: label, labels, class,
+                                       # category, target; "author" when the kind is forced); naming it detects
+                                       # the labelled kind
     split: str = "paragraph"           # .txt/.md documents: "paragraph" (blank-line separated) or "line"
     seq_len: int | None = 512         # tokens per row (None: a training run picks it for the device): text is packed to it, chat examples (each side of a
                                        # preference pair) cut to it
@@ -53,6 +57,10 @@ class DataConfig:
         need(self.split in SPLITS, f"split must be one of {', '.join(SPLITS)}, got {self.split!r}")
         need(self.text_field is None or (isinstance(self.text_field, str) and self.text_field.strip() != ""),
              "text_field must be a non-empty field name")
+        need(self.label_field is None or (isinstance(self.label_field, str) and self.label_field.strip() != ""),
+             "label_field must be a non-empty field name")
+        need(self.label_field is None or self.label_field != self.text_field,
+             f"label_field and text_field are both {self.label_field!r}; expected two different fields")
         need(self.seq_len is None or isinstance(self.seq_len, int) and 8 <= self.seq_len <= 1_048_576,
              f"seq_len must be an integer between 8 and 1048576, got {self.seq_len!r}")
         need(0.0 <= self.val_fraction < 1.0, f"val_fraction must be in [0, 1), got {self.val_fraction!r}")

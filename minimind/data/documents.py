@@ -24,6 +24,7 @@ from ..errors import CorpusError
 from .cache import key, new_workdir, publish, ready
 from .config import DataConfig, cache_root
 from .files import CorpusFile, open_file
+from .labels import MAX_CLASSES, check_classes, class_order, imbalance_warning, too_many_classes
 from .kinds import KIND_NAMES, BadRecord, Normalizer, characters, doc_texts, part_characters, prompt_document, shape
 from .readers import read_records, read_text
 from .stats import FileStats, Histogram, PartLengths, Stats, sample_of
@@ -38,6 +39,7 @@ SCHEMAS = {  # by the normal form's shape (kinds.shape)
                              ("chars", pa.int64()), ("prompt_chars", pa.int64()), ("chosen_chars", pa.int64()),
                              ("rejected_chars", pa.int64())]),
     "prompts": pa.schema([("prompt", MESSAGES), ("params", pa.string()), ("chars", pa.int64())]),
+    "labelled": pa.schema([("text", pa.string()), ("label", pa.string()), ("chars", pa.int64())]),
 }
 PARTS = ("prompt", "chosen", "rejected")  # the parts of a preference pair, measured separately
 
@@ -114,7 +116,7 @@ def _file_documents(info: CorpusFile, config: DataConfig, problems: Problems) ->
         for position, text in read_text(info, config):
             yield position, {"text": text}, "text"
         return
-    normalize = Normalizer(config.kind, config.text_field)
+    normalize = Normalizer(config.kind, config.text_field, config.label_field)
     for position, record in read_records(info, config, problems):
         try:
             doc = normalize(record)
@@ -144,7 +146,7 @@ def read_documents(files, config: DataConfig) -> Documents:
     config.check()
     infos = check_files(files, config)
     fingerprint = key("documents", [(f.digest, f.format, f.encoding) for f in infos], config.kind,
-                      config.text_field, config.split, config.strict, config.max_skipped, config.max_document_chars,
+                      config.text_field, config.label_field, config.split, config.strict, config.max_skipped, config.max_document_chars,
                       config.samples)
     folder = cache_root(config) / "documents" / fingerprint
     meta = ready(folder)
@@ -158,6 +160,9 @@ def read_documents(files, config: DataConfig) -> Documents:
     dataset = Dataset.from_file(str(folder / "documents.arrow"))
     stats = Stats.from_dict(meta["stats"])
     _rename(stats, meta["names"], infos)
+    unbalanced = imbalance_warning(stats.classes)
+    if unbalanced:
+        stats.warnings.append(unbalanced)
     return Documents(dataset, stats.kind, fingerprint, stats, infos)
 
 
@@ -166,8 +171,11 @@ def _build(infos: list[CorpusFile], config: DataConfig, work: Path) -> dict:
     tally = _Tally()
     path = work / "documents.arrow"
     writer, batch, samples, asks = None, [], [], {}
+    classes, first_seen = {}, {}  # labelled: documents per class, where each class was first seen
     try:
-        for _, doc in iter_documents(infos, config, problems, tally):
+        for position, doc in iter_documents(infos, config, problems, tally):
+            if "label" in doc:
+                _count_label(doc["label"], classes, first_seen, tally.files[-1].name, position)
             if writer is None:
                 schema = SCHEMAS[shape(doc)]
                 writer = pa.ipc.new_stream(str(path), schema)
@@ -189,6 +197,8 @@ def _build(infos: list[CorpusFile], config: DataConfig, work: Path) -> dict:
     finally:
         if writer is not None:
             writer.close()
+    if classes:
+        check_classes(classes, first_seen)
     table = Dataset.from_file(str(path)).data
     lengths = table.column("chars").to_numpy()
     parts = {part: PartLengths.of(table.column(f"{part}_chars").to_numpy(), "characters")
@@ -196,8 +206,18 @@ def _build(infos: list[CorpusFile], config: DataConfig, work: Path) -> dict:
     stats = Stats(kind=tally.kind, documents=int(len(lengths)), characters=int(lengths.sum()),
                   length_histogram=Histogram.of(lengths, "characters"), samples=samples,
                   skipped_count=problems.count, skipped=problems.examples, empty=tally.empty, files=tally.files,
-                  parts=parts, params=asks if tally.kind == "prompts" else {})
+                  parts=parts, params=asks if tally.kind == "prompts" else {},
+                  classes={label: classes[label] for label in class_order(classes)})
     return {"stats": stats.to_dict(), "names": [f.name for f in infos]}
+
+
+def _count_label(label: str, classes: dict, first_seen: dict, file: str, position: str) -> None:
+    """Count a labelled document's class; refuse a corpus with more classes than any label column has."""
+    if label not in classes:
+        if len(classes) >= MAX_CLASSES:
+            raise too_many_classes(label, file, position)
+        classes[label], first_seen[label] = 0, (file, position)
+    classes[label] += 1
 
 
 def _rename(stats: Stats, names: list[str], infos: list[CorpusFile]) -> None:

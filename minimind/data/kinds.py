@@ -4,7 +4,8 @@ Every record becomes {"text": str}, {"messages": [{"role", "content"}]} (an
 instruction is a user turn and an assistant turn), for a preference pair
 {"prompt": [{"role", "content"}], "chosen": str, "rejected": str}, or, for a
 prompt the model answers itself (GRPO), {"prompt": [{"role", "content"}],
-"params": {...}}, so everything after reading handles four shapes, not seven.
+"params": {...}}, or, for labelled text (classification), {"text": str, "label": str}
+(labels.py), so everything after reading handles five shapes, not eight.
 A file holds one kind; the user may force the kind instead of letting the first
 record decide.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 
+from .labels import LabelError, is_labelled, label_field_of, labelled_document, text_field_of
 from .validate import describe, snippet
 
 TEXT_FIELDS = ("text", "content")           # tried in order when no text field is named
@@ -22,7 +24,7 @@ PREFERENCE_FIELDS = ("prompt", "chosen", "rejected")  # a record with chosen + r
 PARAM_FIELDS = ("form", "must_contain", "must_avoid")  # what a prompt may tell the rewards (see _prompts)
 ROLES = ("system", "user", "assistant")
 KIND_NAMES = {"text": "plain text", "chat": "chat", "instruction": "instruction", "preference": "preference",
-              "prompts": "prompt-only"}
+              "prompts": "prompt-only", "labelled": "labelled"}
 PROMPT_ORDER = ("an optional system message, then user and assistant messages taking turns, starting and "
                 "ending with a user message")
 
@@ -35,16 +37,19 @@ def expected_fields(text_field: str | None) -> str:
     text = repr(text_field) if text_field else "'text' or 'content'"
     return (f"a text field ({text}; name another with text_field / --text-field), 'messages' or "
             "'conversations' (chat), 'instruction' + 'output' (instruction), 'prompt' + 'chosen' + "
-            "'rejected' (preference), or 'prompt' alone (prompts, for GRPO)")
+            "'rejected' (preference), 'prompt' alone (prompts, for GRPO), or text + 'label' (labelled)")
 
 
-def detect(fields, text_field: str | None) -> str | None:
+def detect(fields, text_field: str | None, label_field: str | None = None) -> str | None:
     """The kind a record (or a table with these column names) holds, or None.
 
     A prompt with one answer side only is a preference pair missing the other (reported
-    as such), not a prompt-only record that silently drops its answer.
+    as such), not a prompt-only record that silently drops its answer. Text beside a
+    label field (label, class, ...; or the `label_field` named) is labelled.
     """
     names = set(fields)
+    if is_labelled(names, text_field, label_field):
+        return "labelled"
     if text_field and text_field in names:
         return "text"
     if {"chosen", "rejected"} <= names or ("prompt" in names and names & {"chosen", "rejected"}):
@@ -60,9 +65,13 @@ def detect(fields, text_field: str | None) -> str | None:
     return None
 
 
-def needed_columns(names: list[str], kind: str, text_field: str | None) -> list[str] | None:
+def needed_columns(names: list[str], kind: str, text_field: str | None,
+                   label_field: str | None = None) -> list[str] | None:
     """Columns of a table that a `kind` ("auto" allowed) reads, or None when it has none of them."""
-    found = detect(names, text_field) if kind == "auto" else kind
+    found = detect(names, text_field, label_field) if kind == "auto" else kind
+    if found == "labelled":
+        text, label = text_field_of(names, text_field), label_field_of(names, label_field, True)
+        return [text, label] if text and label else None
     if found == "text":
         field = text_field or next((f for f in TEXT_FIELDS if f in names), None)
         return [field] if field in names else None
@@ -83,16 +92,19 @@ def needed_columns(names: list[str], kind: str, text_field: str | None) -> list[
 class Normalizer:
     """Turns one file's records into normal form, holding the file to a single kind."""
 
-    def __init__(self, kind: str = "auto", text_field: str | None = None):
+    def __init__(self, kind: str = "auto", text_field: str | None = None, label_field: str | None = None):
         self.forced = kind != "auto"
         self.kind = None if kind == "auto" else kind  # set by the first record when auto
         self.text_field = text_field
+        self.label_field = label_field
 
     def __call__(self, record: object) -> dict | None:
         """The record in normal form; None for an empty document; BadRecord when unusable."""
         if not isinstance(record, dict):
             raise BadRecord(f"found {describe(record)}; expected a JSON object (one record)")
-        kind = self.kind if self.forced else detect(record, self.text_field) or self.kind
+        # a labelled file reads every record as labelled, so one without its label is reported as that
+        kind = self.kind if self.forced or self.kind == "labelled" else \
+            detect(record, self.text_field, self.label_field) or self.kind
         if kind is None:
             raise BadRecord(f"found {describe(record)}; expected {expected_fields(self.text_field)}")
         if self.kind is None:
@@ -101,7 +113,13 @@ class Normalizer:
             raise BadRecord(f"mixed kinds: found a {KIND_NAMES[kind]} record ({describe(record)}), but this file's "
                             f"first record is {KIND_NAMES[self.kind]}; expected one kind per file")
         return {"text": self._text, "chat": self._chat, "instruction": self._instruction,
-                "preference": _preference, "prompts": self._prompts}[kind](record)
+                "preference": _preference, "prompts": self._prompts, "labelled": self._labelled}[kind](record)
+
+    def _labelled(self, record: dict) -> dict:
+        try:
+            return labelled_document(record, self.text_field, self.label_field)
+        except LabelError as err:
+            raise BadRecord(str(err)) from None
 
     def _text(self, record: dict) -> dict | None:
         field = self.text_field or next((f for f in TEXT_FIELDS if f in record), TEXT_FIELDS[0])
@@ -305,7 +323,9 @@ def check_messages(messages: object, field: str = "messages") -> list[dict]:
 
 
 def shape(doc: dict) -> str:
-    """Which normal form `doc` has: "text", "messages", "preference" or "prompts"."""
+    """Which normal form `doc` has: "text", "messages", "preference", "prompts" or "labelled"."""
+    if "label" in doc:
+        return "labelled"
     if "prompt" in doc:
         return "prompts" if "params" in doc else "preference"
     return "text" if "text" in doc else "messages"

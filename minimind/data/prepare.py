@@ -4,7 +4,8 @@
 `datasets.Dataset`s with `input_ids` and `labels` (-100 = not trained on) — for a
 preference corpus `chosen_input_ids`, `chosen_labels`, `rejected_input_ids`,
 `rejected_labels`, one row per pair; for prompts (GRPO) `prompt_ids`, `prompt`
-and `params`, one row per prompt — cached under a key of file contents +
+and `params`, one row per prompt; for labelled text `input_ids` and `label` (a class id,
+split stratified by class) — cached under a key of file contents +
 tokenizer + settings, so the second call with the same inputs reads the cache
 and tokenizes nothing.
 """
@@ -25,8 +26,10 @@ from .cache import key, new_workdir, publish, ready, tokenizer_key
 from .config import DataConfig, cache_root
 from .documents import Documents, read_documents
 from .stats import Histogram, PartLengths, Stats
-from .tokens import (PAIR_COLUMNS, PROMPT_COLUMNS, PROMPT_ROOM, list_lengths, pack, pair_token_lengths,
-                     render_batch, render_pairs_batch, render_prompts_batch, token_lengths, tokenize_batch)
+from .labels import stratified_split
+from .tokens import (PAIR_COLUMNS, PROMPT_COLUMNS, PROMPT_ROOM, classify_batch, list_lengths, pack,
+                     pair_token_lengths, render_batch, render_pairs_batch, render_prompts_batch, token_lengths,
+                     tokenize_batch)
 
 TOKEN_FEATURES = Features({"input_ids": List(Value("int32"))})
 CHAT_FEATURES = Features({"input_ids": List(Value("int32")), "labels": List(Value("int32")),
@@ -35,9 +38,11 @@ PAIR_FEATURES = Features({**{name: List(Value("int32")) for name in PAIR_COLUMNS
                           "longest": Value("int64"), "chars": Value("int64"), "target_chars": Value("int64")})
 PROMPT_FEATURES = Features({"prompt_ids": List(Value("int32")), "prompt": Value("string"), "params": Value("string"),
                             "length": Value("int64"), "chars": Value("int64")})
+LABEL_FEATURES = Features({"input_ids": List(Value("int32")), "label": Value("int64"), "length": Value("int64")})
 CHAT_BATCH = 256  # conversations (or pairs) rendered per map batch
 ROW_COLUMNS = ["input_ids", "labels"]  # what the trainer reads of text, chat and instruction rows
-COLUMNS = {"preference": list(PAIR_COLUMNS), "prompts": list(PROMPT_COLUMNS)}  # other kinds: ROW_COLUMNS
+COLUMNS = {"preference": list(PAIR_COLUMNS), "prompts": list(PROMPT_COLUMNS),  # other kinds: ROW_COLUMNS
+           "labelled": ["input_ids", "label"]}
 
 
 @dataclass
@@ -45,7 +50,9 @@ class PreparedCorpus:
     """Training-ready rows and what the trainer needs to report on them."""
 
     train: Dataset          # input_ids, labels (list[int]); preference: PAIR_COLUMNS; prompts: PROMPT_COLUMNS
-                            # (prompt_ids list[int], prompt str, params str: a JSON object); memory-mapped
+                            # (prompt_ids list[int], prompt str, params str: a JSON object); labelled:
+                            # input_ids (list[int], ending in EOS) and label (int, an index into `classes`);
+                            # memory-mapped
     validation: Dataset     # same columns; documents never seen in train
     kind: str               # text, chat, instruction, preference or prompts
     stats: Stats            # corpus stats with token counts, split sizes, truncations
@@ -57,6 +64,10 @@ class PreparedCorpus:
     path: Path              # cache folder holding the Arrow files
     seq_len: int            # tokens per row (the most, for chat rows and each side of a pair)
     from_cache: bool        # True when nothing was tokenized this time
+    classes: list = None    # labelled: the class names in id order (a row's label indexes this); else []
+
+    def __post_init__(self):
+        self.classes = list(self.classes or [])
 
 
 def split_indices(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -90,7 +101,7 @@ def inspect_corpus(files, config: DataConfig | None = None, tokenizer=None) -> S
 
 
 def _need_template(kind: str, tokenizer) -> None:
-    if kind != "text" and not getattr(tokenizer, "chat_template", None):
+    if kind not in ("text", "labelled") and not getattr(tokenizer, "chat_template", None):
         raise ConfigError(f"this is a {kind} corpus, but the tokenizer has no chat template")
 
 
@@ -119,11 +130,16 @@ def prepare_corpus(files, tokenizer, config: DataConfig | None = None) -> Prepar
 
 
 def _build(docs: Documents, tokenizer, config: DataConfig, work: Path, fingerprint: str) -> dict:
-    train_idx, val_idx = split_indices(len(docs.dataset), config.val_fraction, config.seed)
+    if docs.kind == "labelled":  # every class in both splits, in the corpus's proportions
+        labels = docs.dataset.with_format("arrow")["label"].to_numpy(zero_copy_only=False)
+        train_idx, val_idx = stratified_split(labels, config.val_fraction, config.seed)
+    else:
+        train_idx, val_idx = split_indices(len(docs.dataset), config.val_fraction, config.seed)
     splits = {"train": docs.dataset.select(train_idx), "validation": docs.dataset.select(val_idx)}
     stats = docs.stats
     stats.train_documents, stats.val_documents = len(train_idx), len(val_idx)
-    build = {"text": _build_text, "preference": _build_pairs, "prompts": _build_prompts}.get(docs.kind, _build_chat)
+    build = {"text": _build_text, "preference": _build_pairs, "prompts": _build_prompts,
+             "labelled": _build_labelled}.get(docs.kind, _build_chat)
     files, lengths, chars, val_characters, val_tokens = build(splits, tokenizer, config, work, fingerprint, stats)
     _set_tokens(stats, lengths, chars)
     warnings = []
@@ -134,6 +150,9 @@ def _build(docs: Documents, tokenizer, config: DataConfig, work: Path, fingerpri
     elif stats.dropped and docs.kind == "prompts":
         warnings.append(f"{stats.dropped:,} prompts dropped: longer than {config.seq_len - PROMPT_ROOM:,} tokens "
                         f"(seq_len={config.seq_len} less {PROMPT_ROOM} for the answer)")
+    elif stats.truncated and docs.kind == "labelled":
+        warnings.append(f"{stats.truncated:,} texts cut to their first {config.seq_len - 1:,} tokens "
+                        f"(seq_len={config.seq_len}, less one for EOS)")
     elif stats.dropped:
         warnings.append(f"{stats.dropped:,} examples dropped: no assistant token fits in seq_len={config.seq_len}")
     return {"stats": stats.to_dict(), "files": files, "val_characters": int(val_characters),
@@ -217,6 +236,22 @@ def _build_prompts(splits, tokenizer, config, work, fingerprint, stats):
     return files, np.concatenate(lengths), chars, 0, 0
 
 
+def _build_labelled(splits, tokenizer, config, work, fingerprint, stats):
+    """Labelled text: each text's ids cut to seq_len (ending in EOS) and its class id (the place of its
+    label in stats.classes, which is in class_order). Validation counts no characters: its figures are
+    accuracy and F1, not bits per character."""
+    label_ids = {label: i for i, label in enumerate(stats.classes)}
+    files, lengths = {}, []
+    for name, docs in splits.items():
+        rows = _map(docs, classify_batch, config, work / f"{name}.arrow", f"{fingerprint}-{name}", LABEL_FEATURES,
+                    dict(tokenizer=tokenizer, seq_len=config.seq_len, label_ids=label_ids), config.batch_size)
+        files[name] = [Path(c["filename"]).name for c in rows.cache_files] or [f"{name}.arrow"]
+        full = rows.data.column("length").to_numpy() if len(rows) else np.zeros(0, dtype=np.int64)
+        lengths.append(full)
+        stats.truncated += int((full > config.seq_len - 1).sum())
+    return files, np.concatenate(lengths), stats.characters, 0, 0
+
+
 def _map(docs: Dataset, fn, config: DataConfig, path: Path, fingerprint: str, features: Features,
          kwargs: dict, batch_size: int) -> Dataset:
     """A batched `Dataset.map` writing to `path` (an empty split still gets a file)."""
@@ -256,4 +291,5 @@ def _load(folder: Path, meta: dict, docs: Documents, from_cache: bool) -> Prepar
     stats.warnings = docs.stats.warnings + meta["warnings"]
     return PreparedCorpus(train=split("train"), validation=split("validation"), kind=stats.kind, stats=stats,
                           val_characters=meta["val_characters"], val_tokens=meta["val_tokens"],
-                          fingerprint=folder.name, path=folder, seq_len=meta["seq_len"], from_cache=from_cache)
+                          fingerprint=folder.name, path=folder, seq_len=meta["seq_len"], from_cache=from_cache,
+                          classes=list(stats.classes) if stats.kind == "labelled" else [])

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from ..errors import CorpusError
 from .config import DataConfig
 from .files import CorpusFile
+from . import labels
 from .kinds import expected_fields, needed_columns
 from .validate import Problems, describe, snippet
 
@@ -242,9 +243,12 @@ def _parquet(info: CorpusFile, config: DataConfig, problems: Problems) -> Iterat
 
 def _check_columns(names: list[str], info: CorpusFile, config: DataConfig, position: str) -> list[str]:
     """The columns to read; CorpusError when the table has none a kind could use."""
-    columns = needed_columns(names, config.kind, config.text_field)
+    columns = needed_columns(names, config.kind, config.text_field, config.label_field)
     if columns is None:
-        want = expected_fields(config.text_field) if config.kind == "auto" else f"the columns of kind {config.kind!r}"
+        want = (expected_fields(config.text_field) if config.kind == "auto" else
+                labels.expected(config.text_field, config.label_field) if "labelled" in (config.kind, config.label_field
+                                                                                  and "labelled") else
+                f"the columns of kind {config.kind!r}")
         shown = ", ".join(snippet(n, 30) for n in names[:12]) or "none"
         raise CorpusError(f"no text-like column: found columns [{shown}]; expected {want}", info.name, position)
     return columns

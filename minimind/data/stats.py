@@ -79,7 +79,7 @@ class FileStats:
 class Stats:
     """What a corpus holds and what was left out, for people and for the trainer's logs."""
 
-    kind: str                                   # text, chat, instruction, preference or prompts
+    kind: str                                   # text, chat, instruction, preference, prompts or labelled
     documents: int                              # documents kept (all files); pairs for preference, prompts
     characters: int                             # characters of those documents (message contents for chat;
                                                 # prompt + chosen + rejected for preference)
@@ -106,6 +106,7 @@ class Stats:
     part_tokens: dict[str, PartLengths] = field(default_factory=dict)  # the same in tokens (when tokenized;
                                                                        # answers: their labelled tokens)
     params: dict[str, int] = field(default_factory=dict)  # prompts: how many carry each reward field (form, ...)
+    classes: dict[str, int] = field(default_factory=dict)  # labelled: documents per class, in class-id order
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -139,6 +140,10 @@ class Stats:
         if self.kind == "prompts":
             asks = ", ".join(f"{name} {n:,}" for name, n in self.params.items()) or "none"
             lines.append(f"prompts with reward fields: {asks}")
+        if self.classes:
+            lines.append(f"classes ({len(self.classes):,}): "
+                         + ", ".join(f"{label} {n:,}" for label, n in list(self.classes.items())[:50])
+                         + (", ..." if len(self.classes) > 50 else ""))
         if self.length_histogram and self.length_histogram.counts:
             h = self.length_histogram
             lines.append(f"document length: up to {h.edges[-1]:,.0f} {h.unit} (99th percentile), "
@@ -177,6 +182,8 @@ def sample_of(doc: dict) -> str:
             parts = {"prompt": asked, "chosen": doc["chosen"], "rejected": doc["rejected"]}
         return "\n".join(f"{name}: {_cut(' / '.join(text.splitlines()), SAMPLE_CHARS // 3)}"
                          for name, text in parts.items())
+    if "label" in doc:
+        return _cut(f"[{doc['label']}] {doc['text']}", SAMPLE_CHARS)
     if "text" in doc:
         text = doc["text"]
     else:

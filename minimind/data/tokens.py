@@ -231,6 +231,22 @@ def render_prompts_batch(batch: dict, tokenizer, seq_len: int) -> dict:
     return rows
 
 
+def classify_ids(tokenizer, texts: list[str], seq_len: int) -> list[list[int]]:
+    """Token ids of each text as a classifier reads it: its first seq_len - 1 tokens, then EOS (the
+    last token, whose hidden state the classifier pools, is always the same marker of the end). The
+    trainer's rows and `minimind.classifier.predict` both encode with this."""
+    eos = tokenizer.eos_token_id
+    return [ids[:seq_len - 1] + [eos] for ids in encode(tokenizer, texts)]
+
+
+def classify_batch(batch: dict, tokenizer, seq_len: int, label_ids: dict) -> dict:
+    """`Dataset.map` step for labelled text: ids (see `classify_ids`), the class id, and `length`, the
+    text's tokens uncut (to count truncations)."""
+    lengths = count_tokens(tokenizer, batch["text"])
+    return {"input_ids": classify_ids(tokenizer, batch["text"], seq_len),
+            "label": [label_ids[label] for label in batch["label"]], "length": lengths}
+
+
 def token_lengths(dataset: Dataset, kind: str, tokenizer, batch_size: int = 1000) -> np.ndarray:
     """Tokens per document (plain text: without EOS; chat: the rendered conversation; preference: the
     pair, see `pair_token_lengths`; prompts: as chat renders them, see `render_prompts`), nothing written."""
@@ -240,7 +256,7 @@ def token_lengths(dataset: Dataset, kind: str, tokenizer, batch_size: int = 1000
     for batch in dataset.iter(batch_size=batch_size):
         if kind == "prompts":
             lengths += [len(ids) for ids in render_prompts(tokenizer, batch["prompt"])]
-        elif kind == "text":
+        elif kind in ("text", "labelled"):
             lengths += count_tokens(tokenizer, batch["text"])
         else:
             lengths += [len(ids) for ids in render(tokenizer, batch["messages"])[0]]

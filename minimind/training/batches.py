@@ -62,10 +62,18 @@ def collate(rows: dict, pad_id: int) -> dict:
     of 2B rows: the B chosen sides first, then the B rejected sides in the same order
     (see `split_pairs`), always with an attention mask, so one forward scores both.
 
+    Labelled rows (`input_ids` + `label`, a class id) become input_ids, attention_mask and
+    `labels` of shape (B,): the class ids, for minimind.classifier.
+
     Prompt rows (GRPO: the model writes the answers) stay plain Python lists, nothing padded:
     {"prompt_ids": list[list[int]], "prompt": list[str], "params": list[dict]} (params decoded
     from the JSON text the prepared rows keep).
     """
+    if "label" in rows:  # labelled text: one class id per row, the mask always given (the classifier pools by it)
+        batch = collate({"input_ids": rows["input_ids"]}, pad_id)
+        batch["attention_mask"] = batch.get("attention_mask", torch.ones_like(batch["input_ids"]))
+        batch["labels"] = torch.as_tensor(rows["label"], dtype=torch.long)
+        return batch
     if "prompt_ids" in rows:
         return {"prompt_ids": [list(map(int, ids)) for ids in rows["prompt_ids"]], "prompt": list(rows["prompt"]),
                 "params": [json.loads(p) for p in rows["params"]]}

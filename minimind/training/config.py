@@ -22,6 +22,9 @@ from ..errors import ConfigError
 from .sizing import pretrain_lr
 
 MODES = ("pretrain", "sft", "lora", "qlora", "dpo", "distill", "grpo")
+TASKS = ("generate", "classify")  # what the model does: write text (a causal LM) or label it (a classifier)
+CLASSIFY_MODES = ("sft", "lora", "qlora")  # task classify: every weight, or LoRA / QLoRA (+ the head) trains
+CLASS_WEIGHTS = ("", "balanced")
 ADAPTERS = ("", "lora", "qlora")
 DPO_LOSSES = ("sigmoid",)
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
@@ -102,6 +105,12 @@ class GrpoSection:
 
 
 @dataclass
+class ClassifySection:
+    class_weights: Any = ""              # "" (none), "balanced" (n / (classes x count), from the training split)
+                                         # or {label: weight} for every class; weights the cross-entropy
+
+
+@dataclass
 class OptimSection:
     lr: float | None = None              # peak learning rate (auto: by mode)
     min_lr_ratio: float = 0.1            # cosine decays to lr * min_lr_ratio
@@ -116,6 +125,9 @@ class OptimSection:
 @dataclass
 class TrainConfig:
     mode: str = "pretrain"               # pretrain | sft | lora | qlora | dpo | distill | grpo
+    task: str = "generate"               # generate (a language model) | classify (a sequence classifier on a labelled
+                                         # corpus, minimind/classifier.py: mode sft trains every weight, lora/qlora
+                                         # adapters; the classifier's `score` head always trains)
     adapter: str = ""                    # dpo / distill / grpo: "" (full weights), lora or qlora (lora/qlora modes imply it)
     model: ModelSection = field(default_factory=ModelSection)
     data: DataConfig = field(default_factory=run_data)
@@ -124,6 +136,7 @@ class TrainConfig:
     dpo: DpoSection = field(default_factory=DpoSection)
     distill: DistillSection = field(default_factory=DistillSection)
     grpo: GrpoSection = field(default_factory=GrpoSection)
+    classify: ClassifySection = field(default_factory=ClassifySection)
     max_steps: int = 0                   # optimizer steps (0: from epochs or time_budget_s)
     epochs: float = 1.0                  # passes over the training split when max_steps = 0
     time_budget_s: float = 0.0           # > 0: size max_steps to this wall-clock budget
@@ -200,7 +213,10 @@ class TrainConfig:
 
     @property
     def objective(self) -> str:
-        """The loss the loop optimises: language_model (pretrain, sft, lora, qlora), dpo, distill or grpo."""
+        """The loss the loop optimises: language_model (pretrain, sft, lora, qlora), dpo, distill, grpo, or
+        classify (task classify: a sequence classifier on a labelled corpus, objectives/classify.py)."""
+        if self.task == "classify":
+            return "classify"
         return self.mode if self.mode in ("dpo", "distill", "grpo") else "language_model"
 
     @property
@@ -222,6 +238,8 @@ class TrainConfig:
         new_model = c.new_model
         if c.optim.lr is None and new_model and c.model.preset != "auto":
             c.optim.lr = pretrain_lr(c.model.preset)
+        elif c.optim.lr is None and c.task == "classify":
+            c.optim.lr = _classify_lr(c.adapter_kind)
         elif c.optim.lr is None and not new_model:
             c.optim.lr = {"pretrain": 2e-3, "sft": 1e-4, "lora": 1e-3, "qlora": 1e-3,
                           "distill": 1e-4}.get(c.mode) or _policy_lr(c.mode, c.adapter_kind)
@@ -293,6 +311,20 @@ class TrainConfig:
         need(self.distill.kl_weight >= 0 and self.distill.ce_weight >= 0
              and self.distill.kl_weight + self.distill.ce_weight > 0,
              "distill.kl_weight and distill.ce_weight must be >= 0, and not both 0")
+        need(self.task in TASKS, f"task must be one of {', '.join(TASKS)} (got {self.task!r})")
+        classify = self.task == "classify"
+        need(not classify or self.mode in CLASSIFY_MODES,
+             f"task classify fine-tunes a classifier with mode sft (every weight), lora or qlora (adapters; the head "
+             f"trains whole); mode {self.mode} trains a language model")
+        need(not classify or self.data.kind in ("auto", "labelled"),
+             f"task classify trains on a labelled corpus (a text and a label field); data.kind is {self.data.kind!r}")
+        need(not classify or not self.model.extend_vocab,
+             "model.extend_vocab is for language models: a classifier keeps its starting model's vocabulary")
+        weights = self.classify.class_weights
+        need(weights in CLASS_WEIGHTS or isinstance(weights, dict) and bool(weights) and all(
+             isinstance(w, (int, float)) and not isinstance(w, bool) and w > 0 for w in weights.values()),
+             "classify.class_weights must be empty (none), balanced, or {label: weight} with positive weights "
+             f"(got {weights!r})")
         g = self.grpo
         need(self.mode != "grpo" or self.data.kind in ("auto", "prompts"),
              f"mode grpo trains on a prompts corpus (the model writes the answers); data.kind is {self.data.kind!r}")
@@ -341,6 +373,11 @@ class TrainConfig:
         need(self.keep_checkpoints >= 1, "keep_checkpoints must be >= 1")
         need(self.max_bad_steps >= 1, "max_bad_steps must be >= 1")
         need(self.log_every >= 0, "log_every must be >= 0 (0 = auto)")
+
+
+def _classify_lr(adapter: str) -> float:
+    """Peak learning rate of a classifier: its head is new, so higher than a supervised fine-tune's."""
+    return 1e-3 if adapter else 2e-4
 
 
 def _policy_lr(mode: str, adapter: str) -> float:

@@ -7,12 +7,15 @@ Each optimizer step: for each micro-batch, forward under autocast and backward;
 skip the step if the loss or the gradient norm is not finite; clip; AdamW; set
 the next learning rate from the schedule. Log, evaluate and checkpoint at their
 intervals and always after the last step. SIGTERM/SIGINT end the run after the
-current step with a checkpoint; `resume=True` continues from the newest one.
+current step with a checkpoint; `resume=True` continues from the newest one. An objective with
+a `report` (classify) is evaluated once more at the end over every validation row; the report
+goes to `confusion.json` in the run folder and its figures to status.json.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import signal
 import time
@@ -34,6 +37,7 @@ from .precision import Precision, bf16_supported, describe, pick_device
 from .run_dir import RunDir, new_run_id
 from .schedule import lr_at
 from .setup import set_up, speed_probe, step_batches
+from ..classifier import write_adapter_labels
 from .state_io import full_model_state, full_optimizer_state, write_generation_config
 
 
@@ -219,9 +223,12 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
                 # the adapter holds LoRA and any added tokens' rows, never a copy of the embedding table
                 base_model.save_pretrained(folder, save_embedding_layers=False,
                                            **({"state_dict": model_sd} if model_sd is not None else {}))
+                if cfg.objective == "classify":  # (a classifier's head is in the adapter, its labels beside it)
+                    write_adapter_labels(folder, corpus.classes)
             else:
                 base_model.save_pretrained(folder, state_dict=model_sd)
-                write_generation_config(folder, tokenizer)
+                if cfg.objective != "classify":  # a classifier generates nothing
+                    write_generation_config(folder, tokenizer)
             tokenizer.save_pretrained(folder, save_jinja_files=False)
 
         trainer_state = {**state, "step": step, "epoch": stream.epoch_at(step)}
@@ -327,6 +334,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
             stopped = True
             break
 
+    final_figures = _final_report(objective, model, corpus, cfg, tokenizer, run_dir, step, main, log)
     final = latest_checkpoint(run_dir.checkpoints) if main else None
     if main:
         if stopped:
@@ -335,8 +343,28 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
             log(f"finished: {step} steps in {state['elapsed_s']:.0f}s")
         return run_dir.write_status(state="stopped" if stopped else "finished", step=step, total=max_steps,
                                     final_checkpoint=str(final) if final else None,
-                                    eta_s=0 if not stopped else None)
+                                    eta_s=0 if not stopped else None, **final_figures)
     return {}
+
+
+CONFUSION_FILE = "confusion.json"  # a classifier run's final report: labels, matrix (rows true, columns predicted)
+
+
+def _final_report(objective, model, corpus, cfg: TrainConfig, tokenizer, run_dir: RunDir, step: int, main: bool,
+                  log) -> dict:
+    """The objective's report over every validation row (classify: with the confusion matrix), saved as
+    confusion.json; its figures as val_* for status.json. Nothing for objectives without a report."""
+    if not hasattr(objective, "report") or not len(corpus.validation):
+        return {}
+    report = objective.report(model, eval_batches(corpus.validation, cfg.batch_size, 0, tokenizer.pad_token_id))
+    if not main:
+        return {}
+    report = {"step": step, **report}
+    (run_dir.path / CONFUSION_FILE).write_text(json.dumps(report, ensure_ascii=False), encoding="utf-8")
+    figures = {f"val_{name}": report[name] for name in ("loss", "accuracy", "macro_f1")}
+    log(f"final evaluation on all {report['rows']:,} validation rows: "
+        + " ".join(f"{k[4:]} {v:.4g}" for k, v in figures.items()) + f"; confusion matrix in {CONFUSION_FILE}")
+    return {**figures, "confusion": CONFUSION_FILE}
 
 
 def _eval_probe(objective, model, validation, cfg: TrainConfig, pad_id: int) -> float:

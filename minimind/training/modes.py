@@ -35,8 +35,10 @@ def new_model(config, tokenizer) -> MiniMindForCausalLM | MiniMindLSTMForCausalL
     return model_class(model_config)
 
 
-def build_model(config, tokenizer, device: str, precision_dtype: torch.dtype):
-    """The model to train, on `device`, with only the weights of this mode trainable."""
+def build_model(config, tokenizer, device: str, precision_dtype: torch.dtype, classes: list[str] = ()):
+    """The model to train, on `device`, with only the weights of this mode trainable. Mode classify
+    builds a classifier of `classes` (the labelled corpus's, in id order) on the starting model's
+    decoder (minimind.classifier.classifier_from: a new head unless it already classifies these)."""
     adapter = config.adapter_kind
     if config.new_model:
         return new_model(config, tokenizer).to(device)
@@ -47,6 +49,8 @@ def build_model(config, tokenizer, device: str, precision_dtype: torch.dtype):
         # a run started from an adapter run trains on base + that adapter merged (new adapters, or
         # new token rows, go on a plain model)
         model = load_model(config.model.init_from, device=device, merge=True).train()
+    if config.objective == "classify":
+        model = _as_classifier(model, classes, config.seed)
     new_ids = []
     if config.model.extend_vocab:
         from ..checkpoint import load_tokenizer_for
@@ -59,6 +63,16 @@ def build_model(config, tokenizer, device: str, precision_dtype: torch.dtype):
     if adapter:
         model = add_lora(model, config, qlora=adapter == "qlora", new_token_ids=new_ids)
     return model
+
+
+def _as_classifier(model, classes, seed: int):
+    """The loaded model as a classifier of `classes`; ConfigError when there are none (not a labelled corpus)."""
+    from ..classifier import classifier_from
+
+    if len(classes) < 2:
+        raise ConfigError("task classify trains on a labelled corpus (a text and a label field, two or more "
+                          "classes); this corpus has no labels")
+    return classifier_from(model, list(classes), seed)
 
 
 def _refuse_lstm_qlora(path: str) -> None:
@@ -100,8 +114,10 @@ def add_lora(model, config, qlora: bool = False, new_token_ids: list[int] = ()):
 
     targets = _lora_targets(model, config.lora.target_modules)
     torch.manual_seed(config.seed)
+    classify = config.objective == "classify"  # the classifier's new head trains whole, and the adapter keeps it
     lora = LoraConfig(r=config.lora.rank, lora_alpha=config.lora.alpha, lora_dropout=config.lora.dropout,
-                      target_modules=targets, task_type="CAUSAL_LM", bias="none",
+                      target_modules=targets, task_type="SEQ_CLS" if classify else "CAUSAL_LM", bias="none",
+                      modules_to_save=["score"] if classify else None,
                       trainable_token_indices=_token_rows(model, new_token_ids))
     peft_model = get_peft_model(model, lora)
     # peft records the folder the base came from: the saved adapter names its base.

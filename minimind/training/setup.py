@@ -18,7 +18,7 @@ from .budget import Budget
 from .checkpoint import latest_checkpoint, load_trainer_state, remove_partial
 from .config import TrainConfig
 from .modes import build_model, trainable_parameters
-from .objectives import build_objective
+from .objectives import build_objective, check_corpus_kind
 from .precision import Precision
 from .run_dir import RunDir
 from .sizing import choose_preset, ladder_for, parameter_count, pretrain_lr
@@ -50,11 +50,12 @@ def set_up(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, start
     precision = Precision(cfg.precision, device.split(":")[0])
     tokenizer = prepare_tokenizer(cfg, run, info)
     corpus = prepare_data(cfg, tokenizer, info)
+    check_corpus_kind(cfg, corpus)
     budget = Budget.start(cfg.time_budget_s, started) if cfg.time_budget_s > 0 else None
     # a new model's objective does not depend on the model: it times the candidate sizes
     objective = build_objective(cfg, None, tokenizer, device, precision, corpus, log) if cfg.new_model else None
     sized = choose_new_model_size(cfg, tokenizer, corpus, device, precision, info, budget, log, objective)
-    base_model = build_model(cfg, tokenizer, device, precision.dtype)
+    base_model = build_model(cfg, tokenizer, device, precision.dtype, corpus.classes)
     objective = objective or build_objective(cfg, base_model, tokenizer, device, precision, corpus, log,
                                           info.rank, info.world)
 

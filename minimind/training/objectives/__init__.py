@@ -7,6 +7,10 @@
   (`loss` first when there is one; GRPO reports rewards; the loop records each as
   `val_<name>`).
 
+An objective whose final evaluation is more than figures (classify: a confusion matrix) also
+has `report(model, batches) -> dict`, which the loop calls over every validation row at the end
+and saves (see loop.py).
+
 An objective that makes its own data (GRPO samples answers) also has
 `rollouts(model, micro_batches, step) -> (batches, metrics)`, which turns a step's prompt
 batches into training batches, and `updates_per_step`, the optimizer passes over them.
@@ -14,17 +18,37 @@ batches into training batches, and `updates_per_step`, the optimizer passes over
 `language_model` serves pretrain and supervised fine-tuning (the data decides which
 tokens carry a label: all of plain text, only the assistant's in chat), `dpo` learns
 from preference pairs against a frozen reference policy, `distill` from a teacher's
-logits, and `grpo` from rewards on answers it samples itself. Each keeps whatever frozen model it needs; none keeps training state, so
+logits, `grpo` from rewards on answers it samples itself, and `classify` trains a sequence
+classifier on labelled text. Each keeps whatever frozen model it needs; none keeps training state, so
 resuming a run rebuilds the same objective from the config.
 """
 
 from __future__ import annotations
 
 
+def check_corpus_kind(cfg, corpus) -> None:
+    """Refuse, before a model is built, a labelled corpus for any mode but classify and any other
+    corpus for classify, with a message saying which goes with which."""
+    from ...errors import ConfigError
+
+    if cfg.objective == "classify" and corpus.kind != "labelled":
+        raise ConfigError(f"task classify trains on a labelled corpus (a text field and a label field: label, "
+                          f"class, category, ... or data.label_field); this corpus is {corpus.kind}")
+    if corpus.kind == "labelled" and cfg.objective != "classify":
+        raise ConfigError(f"a labelled corpus (text + label) trains a classifier: set task: classify (with mode "
+                          f"sft, lora or qlora), not mode {cfg.mode} alone (to train on its text only, set "
+                          "data.kind: text)")
+
+
 def build_objective(cfg, model, tokenizer, device: str, precision, corpus, log, rank: int = 0, world: int = 1):
     """The objective of `cfg.mode` for this run. `model` is the freshly built model, before any
     checkpoint is loaded into it: DPO's reference policy is that starting model."""
     bpc_factor = corpus.val_tokens / corpus.val_characters if corpus.val_characters else None
+    check_corpus_kind(cfg, corpus)
+    if cfg.objective == "classify":
+        from .classify import Classify
+
+        return Classify.for_corpus(cfg, corpus, precision, log)
     if cfg.objective == "dpo":
         from .dpo import Dpo
 

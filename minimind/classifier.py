@@ -1,0 +1,156 @@
+"""MiniMindForSequenceClassification: the MiniMind decoder with a linear `score` head that reads
+the hidden state of each row's last real token (as transformers' LlamaForSequenceClassification
+does), and `predict`, which gives label probabilities for texts.
+
+    model = MiniMindForSequenceClassification.from_pretrained(
+        "checkpoints/minimind-tang", id2label={0: "李白", 1: "杜甫"}, label2id={"李白": 0, "杜甫": 1})
+    # the decoder's weights load; the head is new (normal, std config.initializer_range)
+    predict(model, tokenizer, ["床前明月光"])  # -> [{"李白": 0.7, "杜甫": 0.3}]
+
+A causal model is causal: the last token is the only one that has read the whole text, so it is
+the one pooled. Rows may be padded on either side; `attention_mask` says where the real tokens
+are (without one, every token is real). The labels live in the config (`id2label`, `label2id`,
+`num_labels`, standard PretrainedConfig fields), so a saved classifier folder names its classes
+and `AutoModelForSequenceClassification` opens it once `import minimind` has run.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers.modeling_outputs import SequenceClassifierOutputWithPast
+
+from .config import MiniMindConfig
+from .model import MiniMindModel, MiniMindPreTrainedModel
+
+CLASSIFIER_ARCHITECTURE = "MiniMindForSequenceClassification"  # in a classifier folder's config.json
+ADAPTER_LABELS = "labels.json"  # beside a classifier's LoRA adapter: {"classes": [...]} (peft's adapter_config
+                                # has no place for them); the base + this + the adapter make the classifier
+
+
+class MiniMindForSequenceClassification(MiniMindPreTrainedModel):
+    """Decoder + `score` (hidden_size -> num_labels, no bias) on the last non-padding token.
+
+    `labels` (B,) class ids give the mean cross-entropy, weighted per class by `class_weights`
+    when given (a tensor of num_labels weights, e.g. balanced: n / (k * count))."""
+
+    def __init__(self, config: MiniMindConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = MiniMindModel(config)
+        self.score = nn.Linear(config.hidden_size, config.num_labels, bias=False)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.model.embed_tokens
+
+    def set_input_embeddings(self, value):
+        self.model.embed_tokens = value
+
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, inputs_embeds=None, labels=None,
+                class_weights: torch.Tensor | None = None, **kwargs) -> SequenceClassifierOutputWithPast:
+        hidden, _, aux = self.model(input_ids, attention_mask, position_ids, None, inputs_embeds, False)
+        pooled = hidden[torch.arange(hidden.shape[0], device=hidden.device), last_token_index(attention_mask, hidden)]
+        logits = self.score(pooled)
+        loss = None
+        if labels is not None:
+            loss = classification_loss(logits, labels, class_weights)
+            if aux is not None and self.config.router_aux_loss_coef:
+                loss = loss + self.config.router_aux_loss_coef * aux / self.config.num_hidden_layers
+        return SequenceClassifierOutputWithPast(loss=loss, logits=logits)
+
+
+def last_token_index(attention_mask: torch.Tensor | None, hidden: torch.Tensor) -> torch.Tensor:
+    """Index of each row's last real token: the last position whose mask is 1, so right padding
+    (…, x, pad, pad) and left padding (pad, pad, …, x) both find x. No mask: the last position."""
+    b, t = hidden.shape[:2]
+    if attention_mask is None:
+        return torch.full((b,), t - 1, dtype=torch.long, device=hidden.device)
+    mask = attention_mask[:, -t:].to(hidden.device).long()
+    positions = torch.arange(t, device=hidden.device).expand(b, t)
+    return (positions * mask).argmax(-1)  # argmax of position x mask: the highest masked-in position
+
+
+def classification_loss(logits: torch.Tensor, labels: torch.Tensor,
+                        class_weights: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean cross-entropy of the class logits (float32), optionally weighted per class."""
+    weight = class_weights.to(logits.device, torch.float32) if class_weights is not None else None
+    return F.cross_entropy(logits.float(), labels.to(logits.device).long(), weight=weight)
+
+
+def label_maps(classes: list[str]) -> dict:
+    """`id2label`, `label2id` and `num_labels` of a classifier of these classes (in id order)."""
+    return {"id2label": dict(enumerate(classes)), "label2id": {c: i for i, c in enumerate(classes)},
+            "num_labels": len(classes)}
+
+
+def write_adapter_labels(folder, classes: list[str]) -> None:
+    """Record a classifier adapter's classes beside it (see ADAPTER_LABELS)."""
+    import json
+    from pathlib import Path
+
+    (Path(folder) / ADAPTER_LABELS).write_text(json.dumps({"classes": list(classes)}, ensure_ascii=False),
+                                               encoding="utf-8")
+
+
+def classes_of(model) -> list[str]:
+    """The class names of a classifier (under peft wrapping too), in id order."""
+    config = model.config
+    return [config.id2label[i] for i in range(config.num_labels)]
+
+
+def classifier_from(model, classes: list[str], seed: int = 0) -> MiniMindForSequenceClassification:
+    """A classifier of `classes` built on a loaded model's decoder: a causal MiniMind (its lm_head is
+    dropped) gets a new head (normal, std initializer_range, drawn from `seed`); a classifier with
+    exactly these classes is returned as is. A classifier with other classes keeps its decoder and
+    gets a new head."""
+    if isinstance(model, MiniMindForSequenceClassification) and classes_of(model) == list(classes):
+        return model
+    if not isinstance(getattr(model, "model", None), MiniMindModel):
+        from .errors import ConfigError
+
+        raise ConfigError(f"a classifier is built on a transformer MiniMind decoder; this model is "
+                          f"{type(model).__name__} (an LSTM model cannot classify yet)")
+    config = MiniMindConfig.from_dict({**model.config.to_dict(), **label_maps(classes),
+                                       "architectures": [CLASSIFIER_ARCHITECTURE]})
+    torch.manual_seed(seed)
+    with torch.device("meta"):
+        classifier = MiniMindForSequenceClassification(config)
+    classifier.model = model.model  # the decoder itself, not a copy
+    classifier.score = nn.Linear(config.hidden_size, len(classes), bias=False,
+                                 device=model.model.embed_tokens.weight.device, dtype=model.model.embed_tokens.weight.dtype)
+    nn.init.normal_(classifier.score.weight, std=config.initializer_range)
+    return classifier.train(model.training)
+
+
+@torch.no_grad()
+def predict(model, tokenizer, texts: list[str], max_tokens: int | None = None,
+            batch_size: int = 32) -> list[dict[str, float]]:
+    """{label: probability} for each text, classes in id order: the text encoded exactly as the
+    trainer encoded its rows (minimind.data.classify_ids: cut to `max_tokens` - 1 tokens + EOS;
+    default the model's max_position_embeddings), batched and right-padded."""
+    from .data.tokens import classify_ids
+
+    if isinstance(texts, str):
+        texts = [texts]
+    limit = max_tokens or model.config.max_position_embeddings
+    classes = classes_of(model)
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    out = []
+    try:
+        for start in range(0, len(texts), batch_size):
+            ids = classify_ids(tokenizer, list(texts[start:start + batch_size]), limit)
+            width = max(len(row) for row in ids)
+            input_ids = torch.full((len(ids), width), tokenizer.pad_token_id, dtype=torch.long)
+            mask = torch.zeros((len(ids), width), dtype=torch.long)
+            for i, row in enumerate(ids):
+                input_ids[i, :len(row)], mask[i, :len(row)] = torch.as_tensor(row), 1
+            logits = model(input_ids=input_ids.to(device), attention_mask=mask.to(device)).logits
+            for row in logits.float().softmax(-1).cpu().tolist():
+                out.append(dict(zip(classes, row)))
+    finally:
+        model.train(was_training)
+    return out

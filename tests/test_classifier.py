@@ -1,0 +1,116 @@
+"""MiniMindForSequenceClassification: last-token pooling that padding on either side does not
+change, labels in the config, save and load (also through AutoModelForSequenceClassification and
+load_model), a classifier built on the shipped causal model's decoder, the loss, and `predict`."""
+
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForSequenceClassification
+
+import minimind  # noqa: F401  (Auto-class registration)
+from minimind import MiniMindForCausalLM, MiniMindForSequenceClassification
+from minimind.checkpoint import is_classifier, load_model
+from minimind.classifier import classes_of, classifier_from, label_maps, last_token_index, predict
+from minimind.errors import ConfigError
+from minimind.tokenizer import load_tokenizer
+from helpers import ROOT, tiny_config
+
+SHIPPED = ROOT / "checkpoints" / "minimind-tang"
+CLASSES = ["neg", "neutral", "pos"]
+
+
+def classifier(**overrides) -> MiniMindForSequenceClassification:
+    torch.manual_seed(0)
+    return MiniMindForSequenceClassification(tiny_config(**label_maps(CLASSES), **overrides)).eval()
+
+
+def padded(rows, side: str, pad: int = 0):
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        span = slice(0, len(row)) if side == "right" else slice(width - len(row), width)
+        ids[i, span], mask[i, span] = row, 1
+    return ids, mask
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+@pytest.mark.parametrize("position_encoding", ["rope", "alibi", "learned"])
+def test_padded_batch_gives_each_rows_logits_alone(side, position_encoding):
+    model = classifier(position_encoding=position_encoding)
+    torch.manual_seed(1)
+    rows = [torch.randint(3, 512, (n,)) for n in (9, 4, 1, 6)]
+    ids, mask = padded(rows, side)
+    batch = model(input_ids=ids, attention_mask=mask).logits
+    alone = torch.cat([model(input_ids=row[None]).logits for row in rows])
+    assert batch.shape == (4, 3)
+    assert torch.allclose(batch, alone, atol=1e-5)
+
+
+def test_last_token_index_finds_the_last_real_token_on_either_side():
+    hidden = torch.zeros(3, 5, 1)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    assert last_token_index(mask, hidden).tolist() == [2, 4, 4]
+    assert last_token_index(None, hidden).tolist() == [4, 4, 4]
+
+
+def test_labels_give_the_cross_entropy_optionally_weighted():
+    model = classifier()
+    ids, labels = torch.randint(3, 512, (4, 6)), torch.tensor([0, 2, 1, 2])
+    out = model(input_ids=ids, labels=labels)
+    assert torch.allclose(out.loss, torch.nn.functional.cross_entropy(out.logits, labels))
+    weights = torch.tensor([1.0, 2.0, 0.5])
+    weighted = model(input_ids=ids, labels=labels, class_weights=weights).loss
+    assert torch.allclose(weighted, torch.nn.functional.cross_entropy(out.logits, labels, weight=weights))
+
+
+def test_save_load_keeps_labels_and_logits(tmp_path):
+    model = classifier()
+    model.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["architectures"] == ["MiniMindForSequenceClassification"]
+    assert config["id2label"] == {"0": "neg", "1": "neutral", "2": "pos"} and config["label2id"]["pos"] == 2
+    ids = torch.randint(3, 512, (2, 7))
+    for loaded in (AutoModelForSequenceClassification.from_pretrained(tmp_path), load_model(tmp_path)):
+        assert isinstance(loaded, MiniMindForSequenceClassification)
+        assert classes_of(loaded) == CLASSES
+        assert torch.equal(loaded.eval()(input_ids=ids).logits, model(input_ids=ids).logits)
+    assert is_classifier(tmp_path)
+
+
+def test_the_shipped_causal_model_loads_as_a_classifier_with_a_new_head():
+    model = MiniMindForSequenceClassification.from_pretrained(SHIPPED, **label_maps(["a", "b"]))
+    causal = MiniMindForCausalLM.from_pretrained(SHIPPED)
+    for (name, mine), theirs in zip(model.model.state_dict().items(), causal.model.state_dict().values()):
+        assert torch.equal(mine, theirs), name
+    assert model.score.weight.shape == (2, model.config.hidden_size)
+    assert model.score.weight.std().item() == pytest.approx(model.config.initializer_range, rel=0.2)
+    assert not is_classifier(SHIPPED)
+    built = classifier_from(causal, ["a", "b"], seed=0)  # the trainer's way: the decoder itself, a new head
+    assert built.model is causal.model and classes_of(built) == ["a", "b"]
+    assert built.config.architectures == ["MiniMindForSequenceClassification"]
+    assert classifier_from(built, ["a", "b"]) is built  # same classes: kept as is
+    assert classes_of(classifier_from(built, ["x", "y", "z"])) == ["x", "y", "z"]
+
+
+def test_an_lstm_model_is_refused_with_a_reason():
+    from minimind.lstm import MiniMindLSTMConfig, MiniMindLSTMForCausalLM
+
+    lstm = MiniMindLSTMForCausalLM(MiniMindLSTMConfig.from_preset(next(iter(minimind.LSTM_PRESETS)), vocab_size=64))
+    with pytest.raises(ConfigError, match="transformer MiniMind decoder"):
+        classifier_from(lstm, ["a", "b"])
+
+
+def test_predict_gives_label_probabilities_as_a_batch_or_one_by_one():
+    tokenizer = load_tokenizer(SHIPPED)
+    model = MiniMindForSequenceClassification.from_pretrained(SHIPPED, **label_maps(["李白", "杜甫"]))
+    texts = ["床前明月光，疑是地上霜。", "國破山河在", "春"]
+    together = predict(model, tokenizer, texts, batch_size=3)
+    one_by_one = [predict(model, tokenizer, [t])[0] for t in texts]
+    assert [list(p) for p in together] == [["李白", "杜甫"]] * 3
+    for a, b in zip(together, one_by_one):
+        assert sum(a.values()) == pytest.approx(1.0)
+        assert a == pytest.approx(b, abs=1e-5)
+    single = predict(model, tokenizer, "春")  # one text alone is a list of one
+    assert len(single) == 1 and single[0] == pytest.approx(one_by_one[2], abs=1e-6)

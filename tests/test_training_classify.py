@@ -1,0 +1,155 @@
+"""Mode classify: a sequence classifier trained by the one loop on a labelled corpus, full and under
+LoRA (the head trains, and loads back from the adapter), its metrics (loss, accuracy, macro-F1 with
+F1 checked by hand), the confusion matrix in the run folder, class weights, and the errors a user
+meets when corpus and mode do not match."""
+
+import json
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from minimind.checkpoint import is_classifier, load_model
+from minimind.classifier import ADAPTER_LABELS, MiniMindForSequenceClassification, classifier_from, predict
+from minimind.errors import ConfigError
+from minimind.training import train
+from minimind.training.objectives.classify import accuracy, class_weights, confusion, macro_f1
+from helpers import SAMPLE_TEXTS
+from training_helpers import make_config, save_base_model, write_text_corpus
+
+POEM = "".join(SAMPLE_TEXTS[:3])      # class "poem": pieces of Tang poems
+PLAY = " ".join(SAMPLE_TEXTS[3:6])    # class "play": pieces of English lines
+
+
+def write_labelled_corpus(folder, n: int = 60, seed: int = 0):
+    """Two classes told apart by their vocabulary alone: Chinese poem pieces and English play pieces."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        source, label = (POEM, "poem") if i % 2 else (PLAY, "play")
+        start = rng.randrange(len(source) - 12)
+        rows.append({"text": source[start:start + rng.randrange(6, 12)], "label": label})
+    path = folder / "labelled.jsonl"
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", encoding="utf-8")
+    return path
+
+
+def classify_config(tmp_path, base, files, **overrides):
+    settings = dict(task="classify", mode="sft", model__init_from=str(base), data__seq_len=32, data__val_fraction=0.2,
+                    optim__lr=3e-3, optim__warmup_steps=0, max_steps=12, eval_every=6, batch_size=8)
+    return make_config(tmp_path, files, **{**settings, **overrides})
+
+
+# ---- metrics ------------------------------------------------------------------------------------
+
+def test_macro_f1_matches_hand_computed_cases():
+    # 3 classes; rows true, columns predicted
+    m = [[3, 1, 0],
+         [0, 2, 2],
+         [1, 0, 1]]
+    # F1 per class = 2TP / (support + predicted): 6/(4+4), 4/(4+3), 2/(2+3)
+    assert macro_f1(m) == pytest.approx(np.mean([6 / 8, 4 / 7, 2 / 5]))
+    assert accuracy(m) == pytest.approx(6 / 10)
+    # a class with neither examples nor predictions is left out (scikit-learn's labels = seen ones)
+    assert macro_f1([[2, 0, 0], [1, 1, 0], [0, 0, 0]]) == pytest.approx(np.mean([4 / 5, 2 / 3]))
+    # predicted but never true (or true but never predicted): F1 0, counted (zero_division=0)
+    assert macro_f1([[1, 1], [0, 0]]) == pytest.approx(np.mean([2 / 3, 0.0]))
+    assert macro_f1([[0, 0], [0, 0]]) == 0.0
+    assert macro_f1([[5, 0], [0, 5]]) == 1.0
+
+
+def test_macro_f1_agrees_with_scikit_learn_when_installed():
+    metrics = pytest.importorskip("sklearn.metrics")
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        true, pred = rng.integers(0, 4, 30), rng.integers(0, 4, 30)
+        m = confusion(torch.as_tensor(true), torch.as_tensor(pred), 4)
+        assert macro_f1(m) == pytest.approx(metrics.f1_score(true, pred, average="macro", zero_division=0))
+
+
+def test_confusion_counts_rows_true_columns_predicted():
+    m = confusion(torch.tensor([0, 0, 1, 2]), torch.tensor([0, 1, 1, 0]), 3)
+    assert m.tolist() == [[1, 1, 0], [0, 1, 0], [1, 0, 0]]
+
+
+def test_class_weights_balanced_named_and_refused():
+    assert class_weights("", ["a", "b"], [0, 0, 1]) is None
+    balanced = class_weights("balanced", ["a", "b"], [0, 0, 0, 1])
+    assert balanced.tolist() == pytest.approx([4 / 6, 4 / 2])
+    assert class_weights({"b": 3}, ["a", "b"], [0, 1]).tolist() == [1.0, 3.0]
+    with pytest.raises(ConfigError, match="'c', not classes"):
+        class_weights({"c": 2}, ["a", "b"], [0, 1])
+
+
+# ---- runs ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["sft", "lora"])
+def test_classify_run_beats_chance_and_saves_a_classifier(tmp_path, tokenizer, mode):
+    base = save_base_model(tmp_path / "base", tokenizer)
+    corpus = write_labelled_corpus(tmp_path)
+    status = train(classify_config(tmp_path, base, [corpus], mode=mode, lora__rank=8))
+    run = tmp_path / "run"
+    assert status["state"] == "finished"
+    assert status["val_accuracy"] > 0.75 and status["val_macro_f1"] > 0.7  # chance: 0.5
+    # every evaluation logs loss, accuracy and macro-F1
+    evals = [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "val_loss" in r]
+    assert evals and all({"val_loss", "val_accuracy", "val_macro_f1"} <= set(r) for r in evals)
+    # the confusion matrix covers every validation row (stratified: 6 of each class)
+    report = json.loads((run / "confusion.json").read_text())
+    assert report["labels"] == ["play", "poem"]
+    assert np.sum(report["matrix"]) == report["rows"] == 12
+    assert report["accuracy"] == pytest.approx(status["val_accuracy"])
+    # the checkpoint is a classifier (a folder with id2label, or an adapter with its labels), and loads back
+    checkpoint = sorted((run / "checkpoints").glob("step-*"))[-1]
+    assert is_classifier(checkpoint)
+    if mode == "lora":
+        assert json.loads((checkpoint / ADAPTER_LABELS).read_text())["classes"] == ["play", "poem"]
+        assert "score" in json.loads((checkpoint / "adapter_config.json").read_text())["modules_to_save"]
+    else:
+        assert json.loads((checkpoint / "config.json").read_text())["id2label"] == {"0": "play", "1": "poem"}
+    model = load_model(checkpoint, merge=True)
+    assert isinstance(model, MiniMindForSequenceClassification)
+    probabilities = predict(model, tokenizer, [POEM[:10], PLAY[:20]])
+    assert list(probabilities[0]) == ["play", "poem"]
+    assert sum(probabilities[0].values()) == pytest.approx(1.0)
+    assert probabilities[0]["poem"] > 0.5 and probabilities[1]["play"] > 0.5
+
+
+def test_lora_classifier_trains_its_head_and_loads_with_the_trained_head(tmp_path, tokenizer):
+    base = save_base_model(tmp_path / "base", tokenizer)
+    corpus = write_labelled_corpus(tmp_path)
+    train(classify_config(tmp_path, base, [corpus], mode="lora", max_steps=4, eval_every=4))
+    checkpoint = sorted((tmp_path / "run" / "checkpoints").glob("step-*"))[-1]
+    unmerged = load_model(checkpoint)
+    merged = load_model(checkpoint, merge=True)
+    ids = torch.tensor([tokenizer.encode(POEM[:8]) + [tokenizer.eos_token_id]])
+    assert torch.allclose(unmerged(input_ids=ids).logits, merged(input_ids=ids).logits, atol=1e-5)
+    start = classifier_from(load_model(base), ["play", "poem"], seed=42)  # the head the run started from
+    assert not torch.allclose(merged.score.weight, start.score.weight, atol=1e-4)
+
+
+def test_class_weights_reach_the_run(tmp_path, tokenizer):
+    base = save_base_model(tmp_path / "base", tokenizer)
+    corpus = write_labelled_corpus(tmp_path)
+    train(classify_config(tmp_path, base, [corpus], max_steps=2, classify__class_weights="balanced"))
+    assert "class weights 1, 1" in (tmp_path / "run" / "train.log").read_text()
+
+
+def test_corpus_and_mode_must_match(tmp_path, tokenizer):
+    base = save_base_model(tmp_path / "base", tokenizer)
+    labelled, text = write_labelled_corpus(tmp_path), write_text_corpus(tmp_path)
+    with pytest.raises(ConfigError, match="labelled corpus .* set task: classify .* not mode sft alone"):
+        train(classify_config(tmp_path, base, [labelled], task="generate"))
+    with pytest.raises(ConfigError, match="labelled corpus .* set task: classify .* not mode pretrain alone"):
+        train(make_config(tmp_path, [labelled], run_dir=str(tmp_path / "run3")))
+    with pytest.raises(ConfigError, match="task classify trains on a labelled corpus.*this corpus is text"):
+        train(classify_config(tmp_path, base, [text], run_dir=str(tmp_path / "run2")))
+    with pytest.raises(ConfigError, match="task classify fine-tunes a classifier with mode sft"):
+        classify_config(tmp_path, base, [labelled], mode="dpo").resolved("cpu")
+    with pytest.raises(ConfigError, match="task classify trains on a labelled corpus"):
+        classify_config(tmp_path, base, [labelled], data__kind="chat").resolved("cpu")
+    with pytest.raises(ConfigError, match="class_weights"):
+        classify_config(tmp_path, base, [labelled], classify__class_weights="inverse").resolved("cpu")
+    with pytest.raises(ConfigError, match="init_from"):
+        classify_config(tmp_path, base, [labelled], model__init_from="").resolved("cpu")
