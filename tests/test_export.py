@@ -238,8 +238,8 @@ def test_verification_fails_loudly_and_publishes_nothing(loaded, tmp_path):
 
 
 def test_bad_requests_are_refused_before_any_work(model_dir, tmp_path):
-    with pytest.raises(ExportError, match="unknown export format onnx"):
-        export(model_dir, "onnx", tmp_path / "x")
+    with pytest.raises(ExportError, match="unknown export format torchscript"):  # deprecated, not shipped
+        export(model_dir, "torchscript", tmp_path / "x")
     with pytest.raises(ExportError, match="dtype must be one of"):
         export(model_dir, "hf", tmp_path / "x", dtype="int4")
     (tmp_path / "taken").mkdir()

@@ -5,7 +5,8 @@
   python -m minimind export --model base/ --adapter runs/lora/checkpoints/step-200 --format merged --out exports/
 
 Each format goes to OUT/<format>/ with a README.md card. Formats: hf, llama, merged,
-int8, bnb-8bit, bnb-nf4, gguf-f16, gguf-q8_0 (or "all": every format that applies).
+int8, bnb-8bit, bnb-nf4, gguf-f16, gguf-q8_0, onnx, onnx-int8 (or "all": every format that
+applies; the ONNX ones when `pip install onnx onnxscript onnxruntime` has been run).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import argparse
 import logging
 from pathlib import Path
 
-HELP = "export a model (hf, llama, merged LoRA, int8, bitsandbytes, GGUF) and verify each export"
+HELP = "export a model (hf, llama, merged LoRA, int8, bitsandbytes, GGUF, ONNX) and verify each export"
 
 EVAL_CHARS = 20000  # the held-out text is cut to this many characters: enough for a stable perplexity
 
@@ -79,14 +80,19 @@ def parse_formats(text: str, model_dir: str, adapter: str | None) -> list[str]:
     config_file = config_dir / "config.json"
     from types import SimpleNamespace
 
+    from ..export.formats import lstm_refusal
     from ..export.llama import not_llama_shaped
+    from ..export.onnx import missing_packages, onnx_refusal
 
     fields = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
-    not_llama = not_llama_shaped(SimpleNamespace(**fields)) is not None  # experts, other positions, other families
+    config = SimpleNamespace(**fields)
+    not_llama = not_llama_shaped(config) is not None  # experts, other positions, other families
     extended = has_added_characters(load_tokenizer_for(adapter or model_dir))  # GGUF cannot carry them
+    no_onnx = bool(missing_packages()) or onnx_refusal(config) is not None  # not installed, or experts
     return [f for f, spec in FORMATS.items()
             if not (spec.dense_only and not_llama) and (f != "merged" or has_adapter)
-            and not (extended and f.startswith("gguf"))]
+            and not (extended and f.startswith("gguf")) and not (no_onnx and f.startswith("onnx"))
+            and lstm_refusal(f, config) is None]
 
 
 def run(args) -> int:

@@ -6,8 +6,8 @@
     print(result.size_bytes, result.perplexity, result.delta)
 
 Formats (see `formats.FORMATS`): hf, llama, merged, int8, bnb-8bit, bnb-nf4,
-gguf-f16, gguf-q8_0. One module per job: `hf`, `llama`, `merged`, `quantized`
-and `gguf` write; `verify` reloads and compares; `card` writes the README;
+gguf-f16, gguf-q8_0, onnx, onnx-int8. One module per job: `hf`, `llama`, `merged`, `quantized`,
+`gguf` and `onnx` write; `verify` reloads and compares; `card` writes the README;
 `exporter` runs the sequence.
 """
 

@@ -39,6 +39,12 @@ def render_card(result, tolerance: Tolerance, eval_name: str) -> str:
                                             f"{result.delta:+.2%}) on {eval_name}"))
         rows.append(("Greedy decoding", f"first {result.greedy_match} of {result.greedy_tokens} tokens identical "
                                         "to the source on a fixed prompt"))
+        if getattr(result, "cached_greedy_match", None) is not None:
+            rows.append(("Greedy through the KV cache", f"first {result.cached_greedy_match} of "
+                         f"{result.greedy_tokens} tokens identical, one token per call"))
+        if getattr(result, "logit_max_diff", None) is not None:
+            rows.append(("Logits", f"within {result.logit_max_diff:.2g} of the source's (allowed "
+                                   f"{tolerance.logit_atol:g})"))
         rows.append(("Tolerance", f"{tolerance.why}; perplexity within ±{tolerance.ppl_rel:.2%}, greedy "
                                   f"tokens may differ only at near-ties under {tolerance.logit_margin:g} logits"))
     else:
@@ -47,8 +53,16 @@ def render_card(result, tolerance: Tolerance, eval_name: str) -> str:
     lines = [f"# MiniMind export: {result.format}", "", spec.summary + ".", "",
              "| | |", "|---|---|", *[f"| {k} | {v} |" for k, v in rows], "",
              "## Load it", "", "```python" if not result.format.startswith("gguf") else "```", hint, "```", "",
+             *(_onnx_layout(result) if result.format.startswith("onnx") else []),
              "Written and verified by MiniMind Studio (`python -m minimind export`).", ""]
     return "\n".join(lines)
+
+
+def _onnx_layout(result) -> list[str]:
+    """The graph's inputs and outputs, which a runtime needs to feed the KV cache."""
+    from .onnx import LAYOUT
+
+    return ["## Graph inputs and outputs", "", "```", LAYOUT, "```", ""]
 
 
 def write_card(folder: Path, result, tolerance: Tolerance, eval_name: str) -> Path:

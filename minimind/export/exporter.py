@@ -22,6 +22,7 @@ from .heldout import default_eval_text, model_name
 from .hf import write_hf
 from .llama import not_llama_shaped, require_dense, write_llama
 from .merged import default_merged_as, write_merged
+from .onnx import onnx_refusal, require_onnx, write_onnx
 from .quantized import write_bnb, write_int8
 from .source import Source, load_source
 from .verify import Reference, as_documents, check, load_export, make_reference
@@ -43,6 +44,8 @@ class ExportResult:
     delta: float | None = None   # perplexity / source perplexity - 1
     greedy_match: int | None = None   # leading greedy tokens identical to the source
     greedy_tokens: int | None = None
+    cached_greedy_match: int | None = None  # leading tokens of a free-running decode through the KV cache
+    logit_max_diff: float | None = None     # max |logit - source logit| on the checked positions
     seconds: float = 0.0         # writing time
     verify_seconds: float = 0.0
     error: str | None = None     # set by export_many when this format failed
@@ -77,6 +80,9 @@ def _stored_as(fmt: str, config, merged_as: str | None) -> str:
     dense = not_llama_shaped(config) is None
     if fmt.startswith("gguf"):
         return "llama-architecture GGUF"
+    if fmt.startswith("onnx"):
+        return ("ONNX graph, Llama decoder-with-past inputs/outputs; config.json "
+                + ("in Llama form" if dense else "in MiniMind form"))
     if getattr(config, "model_type", None) == "minimind-lstm":  # only hf and merged hold one (lstm_refusal)
         return "MiniMind LSTM folder (model_type minimind-lstm; `import minimind` before loading)"
     if fmt == "hf" or (fmt == "merged" and (merged_as or default_merged_as(config)) == "hf"):
@@ -93,6 +99,11 @@ def check_applies(fmt: str, src: Source) -> None:
         raise ExportError(reason)
     if FORMATS[fmt].dense_only:
         require_dense(src.config, fmt)
+    if fmt.startswith("onnx"):
+        reason = onnx_refusal(src.config)
+        if reason:
+            raise ExportError(reason)
+        require_onnx()
     if fmt == "merged" and src.adapter is None:
         raise ExportError("format 'merged' needs a LoRA adapter: pass --adapter DIR "
                           "(or give the adapter folder as --model)")
@@ -112,6 +123,8 @@ def _write(fmt: str, src: Source, folder: Path, dtype: str | None, merged_as: st
         return write_int8(model, tok, folder, dtype)
     if fmt.startswith("bnb-"):
         return write_bnb(model, tok, folder, fmt, dtype)
+    if fmt.startswith("onnx"):
+        return write_onnx(model, tok, folder, quantize=fmt == "onnx-int8")
     return write_gguf(model, tok, folder, fmt.split("-", 1)[1], stem=stem)
 
 
@@ -152,7 +165,7 @@ def export_one(src: Source, reference: Reference | None, fmt: str, out_dir: str 
             format=fmt, folder=out_dir, path=out_dir / artifact.relative_to(partial) if artifact != partial
             else out_dir, files=files, size_bytes=sum((partial / f).stat().st_size for f in files),
             source=str(src.folder), adapter=str(src.adapter) if src.adapter else None,
-            dtype=None if fmt.startswith("gguf") else dtype or "float32",
+            dtype=None if fmt.startswith("gguf") else "float32" if fmt.startswith("onnx") else dtype or "float32",
             stored_as=_stored_as(fmt, src.config, merged_as), seconds=seconds)
         tolerance = tolerance_for(fmt, dtype)
         if reference is not None:
@@ -167,6 +180,7 @@ def export_one(src: Source, reference: Reference | None, fmt: str, out_dir: str 
             result.perplexity, result.source_perplexity = verdict.perplexity, verdict.source_perplexity
             result.delta, result.greedy_match = verdict.delta, verdict.greedy_match
             result.greedy_tokens, result.problems = verdict.greedy_total, verdict.problems
+            result.cached_greedy_match, result.logit_max_diff = verdict.cached_greedy_match, verdict.logit_max_diff
             if not verdict.passed:
                 raise ExportError(f"{fmt} export failed verification: {'; '.join(verdict.problems)}")
         _publish(partial, out_dir, overwrite)

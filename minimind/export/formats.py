@@ -21,6 +21,7 @@ class Tolerance:
     logit_margin: float   # a differing greedy token is accepted only if the source's lead was below this
     ppl_rel: float        # |perplexity / source perplexity - 1| must stay at or under this
     why: str              # one line for the model card
+    logit_atol: float | None = None  # max |logit - source logit| on the checked positions, where stated
 
 
 EXACT = Tolerance(1e-4, 1e-4, "float32 weights are stored unchanged: outputs must match the source exactly")
@@ -28,6 +29,10 @@ HALF = Tolerance(0.05, 0.01, "16-bit float rounding of the weights (about 3 sign
 BFLOAT = Tolerance(0.3, 0.03, "bfloat16 rounding of the weights (about 2 significant digits)")
 INT8 = Tolerance(0.3, 0.03, "8-bit integer weights with a scale per row or per 32-weight block")
 NF4 = Tolerance(1.5, 0.25, "4-bit NormalFloat weights (16 levels per 64-weight block)")
+ONNX = Tolerance(1e-3, 1e-4, "float32 weights unchanged, run by ONNX Runtime's kernels (float32 rounding "
+                 "order only)", logit_atol=1e-3)
+ONNX_INT8 = Tolerance(0.5, 0.02, "ONNX Runtime dynamic quantization: int8 MatMul weights per output channel, "
+                      "activations quantized to uint8 per tensor at run time")
 
 
 @dataclass(frozen=True)
@@ -38,9 +43,17 @@ class FormatSpec:
     load_hint: str        # how a user loads it (shown in the model card)
     dense_only: bool = False
     holds_lstm: bool = False  # carries an LSTM model (minimind/lstm.py): only the MiniMind folder forms do
+    optional: str | None = None  # pip command of the optional packages it needs, if any
 
 
 _AUTO = "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+_ONNX = ("# the graph's inputs/outputs are Optimum's Llama decoder-with-past layout (see model card)\n"
+         "import onnxruntime\n"
+         "session = onnxruntime.InferenceSession(FOLDER + '/model.onnx', providers=['CPUExecutionProvider'])\n"
+         "# or, with the KV cache handled for you:\n"
+         "from minimind.export.onnx import OnnxCausalLM\n"
+         "print(OnnxCausalLM(FOLDER).generate_greedy([0, 42], 32))")
+_ONNX_INSTALL = "pip install onnx onnxscript onnxruntime"
 
 FORMATS: dict[str, FormatSpec] = {spec.name: spec for spec in [
     FormatSpec("hf", "MiniMind Hugging Face folder (safetensors)", EXACT,
@@ -75,6 +88,10 @@ FORMATS: dict[str, FormatSpec] = {spec.name: spec for spec in [
                "# or: Llama(model_path='FILE') with llama-cpp-python; or transformers:\n"
                + _AUTO + "model = AutoModelForCausalLM.from_pretrained(FOLDER, gguf_file='FILE')",
                dense_only=True),
+    FormatSpec("onnx", "ONNX decoder-with-past graph (float32, KV cache in/out) + tokenizer, for ONNX Runtime",
+               ONNX, _ONNX, optional=_ONNX_INSTALL),
+    FormatSpec("onnx-int8", "ONNX decoder-with-past graph, ONNX Runtime dynamic int8 quantization (MatMul)",
+               ONNX_INT8, _ONNX, optional=_ONNX_INSTALL),
 ]}
 
 DTYPES = ("float32", "bfloat16", "float16")

@@ -7,6 +7,13 @@ Three checks, each reported and any of them failing the export:
    near-ties the format's rounding can flip (see `formats.Tolerance`);
 3. held-out perplexity stays within the format's stated relative delta.
 
+Formats that state `logit_atol` (ONNX) also have their logits compared with
+the source's, on a window of the held-out text and on the greedy positions.
+An export reloaded as a runner with its own KV cache (`generate_greedy`, the
+ONNX runner) also decodes the prompt free-running, one token per call through
+its cache inputs/outputs, and must agree with the source up to the first
+near-tie (the same rule as above).
+
 Greedy tokens are compared teacher-forced: the export scores the source's own
 greedy continuation, so the length of the agreeing prefix equals how many
 tokens a free-running greedy decode of the export shares with the source.
@@ -27,6 +34,7 @@ from .formats import Tolerance
 PROMPT_TOKENS = 8    # prompt = end-of-text + the first tokens of the held-out text
 GREEDY_TOKENS = 32   # greedy tokens compared after the prompt
 EVAL_CONTEXT = 512   # window of the perplexity evaluation (same for source and export)
+WINDOW_TOKENS = 64   # held-out tokens whose logits are compared where a format states logit_atol
 
 # Used when no held-out text is given: public-domain lines in both of our corpora's languages.
 DEFAULT_EVAL_TEXT = [
@@ -52,6 +60,8 @@ class Reference:
     logits: torch.Tensor         # (GREEDY_TOKENS, vocab): source logits that chose `greedy`
     eval: EvalResult
     context: int
+    window: list[int] = field(default_factory=list)  # end-of-text + the first held-out tokens
+    window_logits: torch.Tensor | None = None         # (len(window), vocab) source logits on `window`
 
 
 @dataclass
@@ -64,6 +74,8 @@ class Verification:
     greedy_total: int
     tokenizer_ok: bool
     problems: list[str] = field(default_factory=list)
+    cached_greedy_match: int | None = None   # free-running greedy through the export's own KV cache
+    logit_max_diff: float | None = None      # max |logit - source logit| (formats stating logit_atol)
 
     @property
     def passed(self) -> bool:
@@ -107,7 +119,14 @@ def make_reference(model, tokenizer, text: str | list[str] | None = None) -> Ref
     greedy = _greedy(model, prompt, GREEDY_TOKENS)
     logits = _forced_logits(model, prompt, greedy)
     result = evaluate_documents(model, tokenizer, documents, context=context)
-    return Reference(documents, document_ids, prompt, greedy, logits, result, context)
+    window = ([tokenizer.eos_token_id] + document_ids[0])[:min(WINDOW_TOKENS, context)]
+    window_logits = _window_logits(model, window)
+    return Reference(documents, document_ids, prompt, greedy, logits, result, context, window, window_logits)
+
+
+@torch.no_grad()
+def _window_logits(model, window: list[int]) -> torch.Tensor:
+    return model(input_ids=torch.tensor([window], device=_device(model))).logits[0].float().cpu()
 
 
 def compare_greedy(reference: Reference, logits: torch.Tensor, tolerance: Tolerance) -> tuple[int, int, list[str]]:
@@ -144,8 +163,43 @@ def check(model, tokenizer, reference: Reference, tolerance: Tolerance) -> Verif
     if not abs(delta) <= tolerance.ppl_rel:  # also catches NaN
         problems.append(f"held-out perplexity {result.perplexity:.4g} vs {reference.eval.perplexity:.4g} "
                         f"for the source ({delta:+.2%}; the format allows ±{tolerance.ppl_rel:.2%})")
+    max_diff = None
+    if tolerance.logit_atol is not None:
+        max_diff, logit_problems = compare_logits(model, reference, logits, tolerance.logit_atol)
+        problems += logit_problems
+    cached = None
+    if hasattr(model, "generate_greedy"):
+        cached, cached_problems = compare_cached_greedy(model, reference, tolerance)
+        problems += cached_problems
     return Verification(result.perplexity, reference.eval.perplexity, delta, prefix, agree,
-                        len(reference.greedy), tokenizer_ok, problems)
+                        len(reference.greedy), tokenizer_ok, problems, cached, max_diff)
+
+
+def compare_logits(model, reference: Reference, forced: torch.Tensor, atol: float) -> tuple[float, list[str]]:
+    """(max |logit difference|, problems) on the held-out window and the greedy positions."""
+    diffs = [float((forced - reference.logits).abs().max())]
+    if reference.window_logits is not None and reference.window:
+        diffs.append(float((_window_logits(model, reference.window) - reference.window_logits).abs().max()))
+    worst = max(diffs)
+    if not worst <= atol:  # also catches NaN
+        return worst, [f"logits differ from the source's by up to {worst:.3g} (the format allows {atol:g})"]
+    return worst, []
+
+
+def compare_cached_greedy(model, reference: Reference, tolerance: Tolerance) -> tuple[int, list[str]]:
+    """(leading tokens identical, problems) of the export's own free-running greedy decode, which
+    feeds its KV cache outputs back step by step; the first divergence must be a near-tie."""
+    picks = model.generate_greedy(reference.prompt, len(reference.greedy))
+    prefix = next((i for i, (a, b) in enumerate(zip(picks, reference.greedy)) if a != b), len(picks))
+    if prefix == len(reference.greedy):
+        return prefix, []
+    got, want = picks[prefix], reference.greedy[prefix]
+    lead = float(reference.logits[prefix, want] - reference.logits[prefix, got])
+    if lead > tolerance.logit_margin:
+        return prefix, [f"decoding through the KV cache, greedy token {prefix + 1} is {got} where the source "
+                        f"picks {want}, which it preferred by {lead:.3g} logits (the format allows near-ties "
+                        f"under {tolerance.logit_margin:g})"]
+    return prefix, []
 
 
 def load_export(fmt: str, path: Path):
@@ -154,6 +208,10 @@ def load_export(fmt: str, path: Path):
 
     from ..checkpoint import check_model_folder
 
+    if fmt.startswith("onnx"):
+        from .onnx import OnnxCausalLM
+
+        return OnnxCausalLM(path), AutoTokenizer.from_pretrained(path)
     if fmt.startswith("gguf"):
         folder, name = path.parent, path.name
         config = _gguf_config(path)

@@ -1,0 +1,368 @@
+"""`onnx`, `onnx-int8`: a decoder-with-past ONNX graph that ONNX Runtime (Python, C#, Web) runs.
+
+The folder holds `model.onnx` (+ `model.onnx.data`, the weights as ONNX external
+data), `config.json`, `generation_config.json` and the tokenizer files. The graph
+has the input/output names of Optimum's and transformers.js's Llama decoder
+exports ("decoder with past", one graph for the prompt and for every next token):
+
+  inputs   input_ids                 int64  (batch, sequence)
+           attention_mask            int64  (batch, past_sequence + sequence)
+           position_ids              int64  (batch, sequence)
+           past_key_values.{i}.key   float  (batch, num_key_value_heads, past_sequence, head_dim)
+           past_key_values.{i}.value float  (same), for every layer i
+  outputs  logits                    float  (batch, sequence, vocab)
+           present.{i}.key / .value  float  (batch, num_key_value_heads, past_sequence + sequence, head_dim)
+
+The first step passes empty past tensors (past_sequence 0); each next step feeds
+the `present` tensors back as `past_key_values`. A dense rotary model's
+config.json is written in Llama form (model_type llama), so Optimum's
+`ORTModelForCausalLM` and transformers.js treat the folder as a Llama export;
+other position encodings keep the MiniMind config (the graph itself needs no
+MiniMind code either way).
+
+The graph is traced with PyTorch's `torch.export`-based ONNX exporter
+(`torch.onnx.export(..., dynamo=True)`; the TorchScript exporter is deprecated)
+from a small wrapper that calls the model's own embedding, position, decoder
+layer and head modules with plain tensors: a `_PastKeys` object stands in for
+transformers' cache and only concatenates past and new keys/values, so nothing
+but tensors crosses the graph boundary. Attention runs the model's `eager`
+kernel (plain matmul + softmax) for the trace, which every ONNX runtime has.
+
+`onnx-int8` is the same graph through ONNX Runtime's `quantize_dynamic`: the
+weights of every MatMul (attention and MLP projections, and the LM head) become
+int8 with a scale per output channel, and activations are quantized to uint8 on
+the fly per tensor at run time (MatMulInteger / DynamicQuantizeLinear). The
+embedding table (a Gather), norms and attention score products stay float32.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..errors import ExportError
+from ..tokenizer import save_tokenizer
+from .llama import llama_config, not_llama_shaped
+
+LAYOUT = """\
+inputs   input_ids                 int64  (batch, sequence)
+         attention_mask            int64  (batch, past_sequence + sequence)
+         position_ids              int64  (batch, sequence)
+         past_key_values.{i}.key   float  (batch, num_key_value_heads, past_sequence, head_dim)
+         past_key_values.{i}.value float  (same), for every layer i
+outputs  logits                    float  (batch, sequence, vocab)
+         present.{i}.key / .value  float  (batch, num_key_value_heads, past_sequence + sequence, head_dim)
+First call: empty past tensors (past_sequence 0); then feed each present.{i} back as past_key_values.{i}."""
+INSTALL = "pip install onnx onnxscript onnxruntime"
+OPSET = 18           # ONNX opset of the graph (ONNX Runtime >= 1.14 runs it)
+GRAPH = "model.onnx"
+
+
+def missing_packages() -> list[str]:
+    """The optional ONNX packages not installed (found without importing them)."""
+    import importlib.util
+
+    def installed(name: str) -> bool:
+        try:
+            return importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):  # a module blocked in sys.modules (None) has no spec
+            return False
+
+    return [name for name in ("onnx", "onnxscript", "onnxruntime") if not installed(name)]
+
+
+def require_onnx() -> None:
+    """ExportError naming the install command when the optional ONNX packages are missing: the
+    library runs without them, and only these two formats need them."""
+    missing = missing_packages()
+    if missing:
+        raise ExportError(f"the ONNX export needs {', '.join(missing)} (not installed): {INSTALL}")
+
+
+def onnx_refusal(config) -> str | None:
+    """Why this model has no ONNX export (None when it has one). Routed experts pick their tokens
+    with data-dependent shapes (`nonzero`), which a static graph cannot trace."""
+    if getattr(config, "use_moe", False):
+        return ("mixture-of-experts models cannot be exported to ONNX (their expert routing has "
+                "data-dependent shapes); export as 'hf' or 'int8' instead")
+    if getattr(config, "model_type", "minimind") != "minimind":
+        return f"{config.model_type!r} models cannot be exported to ONNX; export as 'hf' instead"
+    return None
+
+
+class _PastKeys:
+    """Stands in for transformers' Cache inside the traced forward: `update` appends the new keys
+    and values of a layer to that layer's past tensors and keeps the result as its `present`."""
+
+    def __init__(self, past: list[torch.Tensor]):
+        self.past = past
+        self.present: list[torch.Tensor] = [None] * len(past)  # type: ignore[list-item]
+
+    def update(self, k: torch.Tensor, v: torch.Tensor, layer_idx: int):
+        k = torch.cat([self.past[2 * layer_idx], k], dim=2)
+        v = torch.cat([self.past[2 * layer_idx + 1], v], dim=2)
+        self.present[2 * layer_idx], self.present[2 * layer_idx + 1] = k, v
+        return k, v
+
+
+class DecoderWithPast(nn.Module):
+    """forward(input_ids, attention_mask, position_ids, past) -> (logits, *present), running the
+    model's own modules; `past` is [layer0 key, layer0 value, layer1 key, ...]."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.lm = model
+
+    def forward(self, input_ids, attention_mask, position_ids, past: list[torch.Tensor]):
+        body = self.lm.model
+        x = body.embed_tokens(input_ids)
+        if body.config.position_encoding == "learned":
+            # the model's own check of the position range is data-dependent; the graph indexes directly
+            x, positions = x + body.embed_positions(position_ids), None
+        else:
+            x, positions = body._positions(x, position_ids)
+        cache = _PastKeys(list(past))
+        key_valid = attention_mask.bool()
+        for layer in body.layers:
+            x, _ = layer(x, positions, key_valid, cache)
+        logits = self.lm.lm_head(body.norm(x))
+        return (logits, *cache.present)
+
+
+def io_names(config) -> tuple[list[str], list[str]]:
+    """(input names, output names) of the graph, in order."""
+    past, present = [], []
+    for i in range(config.num_hidden_layers):
+        past += [f"past_key_values.{i}.key", f"past_key_values.{i}.value"]
+        present += [f"present.{i}.key", f"present.{i}.value"]
+    return ["input_ids", "attention_mask", "position_ids", *past], ["logits", *present]
+
+
+def empty_past(config, batch: int = 1, length: int = 0) -> list[torch.Tensor]:
+    """Past keys/values of `length` positions (zeros), the shape every past_key_values input takes."""
+    shape = (batch, config.num_key_value_heads, length, config.head_dim)
+    return [torch.zeros(shape) for _ in range(2 * config.num_hidden_layers)]
+
+
+@contextlib.contextmanager
+def _eager_attention(model):
+    """Trace with the readable matmul+softmax kernel (restored afterwards): the fused and tiled
+    kernels branch on shapes in Python, the eager one is the same graph for every length."""
+    config = model.config
+    old = config.attention_impl
+    config.attention_impl = "eager"
+    try:
+        yield
+    finally:
+        config.attention_impl = old
+
+
+def _name_axes(path: Path, config) -> None:
+    """Give the dynamic axes the names Optimum uses (the exporter calls them s0, s1, ...)."""
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False)
+    for value in graph.graph.input:
+        dims = value.type.tensor_type.shape.dim
+        if value.name in ("input_ids", "position_ids"):
+            axes = {0: "batch_size", 1: "sequence_length"}
+        elif value.name == "attention_mask":
+            axes = {0: "batch_size", 1: "past_sequence_length + sequence_length"}
+        else:
+            axes = {0: "batch_size", 2: "past_sequence_length"}
+        for axis, name in axes.items():
+            dims[axis].dim_param = name
+    for value in graph.graph.output:
+        dims = value.type.tensor_type.shape.dim
+        axes = {0: "batch_size", 1: "sequence_length"} if value.name == "logits" else \
+            {0: "batch_size", 2: "past_sequence_length + sequence_length"}
+        for axis, name in axes.items():
+            if axis < len(dims) and not dims[axis].HasField("dim_value"):
+                dims[axis].dim_param = name
+    onnx.save(graph, str(path))
+
+
+def export_graph(model: nn.Module, path: Path) -> Path:
+    """Trace `model` (a MiniMindForCausalLM in float32, eval mode) to a decoder-with-past graph at
+    `path`, weights in `path`.data. Example shapes avoid 0 and 1 so that no axis is fixed."""
+    require_onnx()
+    reason = onnx_refusal(model.config)
+    if reason:
+        raise ExportError(reason)
+    config = model.config
+    batch, seq, past_len = 2, 3, 4
+    ids = torch.randint(0, config.vocab_size, (batch, seq))
+    mask = torch.ones(batch, past_len + seq, dtype=torch.long)
+    positions = torch.arange(past_len, past_len + seq)[None].expand(batch, seq).contiguous()
+    past = empty_past(config, batch, past_len)
+    b, s, p = torch.export.Dim("batch"), torch.export.Dim("sequence"), torch.export.Dim("past")
+    dynamic = {"input_ids": {0: b, 1: s}, "attention_mask": {0: b, 1: torch.export.Dim.AUTO},
+               "position_ids": {0: b, 1: s}, "past": [{0: b, 2: p} for _ in past]}
+    inputs, outputs = io_names(config)
+    wrapper = DecoderWithPast(model).eval()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _eager_attention(model), torch.no_grad(), _quiet():
+        try:
+            program = torch.onnx.export(wrapper, (ids, mask, positions, past), dynamo=True,
+                                        input_names=inputs, output_names=outputs, dynamic_shapes=dynamic,
+                                        opset_version=OPSET, optimize=True, external_data=True)
+        except Exception as err:  # the exporter raises many kinds; the user needs the one line
+            raise ExportError(f"tracing the model to ONNX failed: {type(err).__name__}: "
+                              f"{str(err).splitlines()[0] if str(err) else ''}") from err
+        program.save(str(path), external_data=True)
+    _name_axes(path, config)
+    return path
+
+
+@contextlib.contextmanager
+def _quiet():
+    """The exporter prints progress lines ("[torch.onnx] Obtain model graph ...") to stdout and
+    warns about its own internals; the export table is this command's output."""
+    import io
+    import logging
+
+    import warnings
+
+    level = logging.getLogger("torch.onnx").level
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # deprecation notes from inside torch.export and onnxscript
+            yield
+    finally:
+        logging.getLogger("torch.onnx").setLevel(level)
+
+
+def quantize_graph(src: Path, dst: Path) -> Path:
+    """ONNX Runtime dynamic quantization of `src` into `dst`: int8 MatMul weights (per output
+    channel), uint8 activations quantized per tensor at run time."""
+    import logging
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # it suggests shape-inference pre-processing, which a static-shape model needs
+    try:
+        quantize_dynamic(str(src), str(dst), op_types_to_quantize=["MatMul"], per_channel=True,
+                         weight_type=QuantType.QInt8, use_external_data_format=False)
+    finally:
+        root.setLevel(level)
+    return dst
+
+
+def _write_config(model: nn.Module, folder: Path) -> None:
+    """config.json in Llama form for a dense rotary model (what Optimum / transformers.js look
+    for), else MiniMind's; plus generation_config.json. `use_cache` tells loaders the graph
+    takes and returns the KV cache."""
+    if not_llama_shaped(model.config) is None:
+        config = llama_config(model.config, "float32")
+        config.use_cache = True
+        config.save_pretrained(folder)
+    else:
+        model.config.save_pretrained(folder)
+        data = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        data["use_cache"] = True
+        (folder / "config.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    if getattr(model, "generation_config", None) is not None:
+        model.generation_config.save_pretrained(folder)
+
+
+def write_onnx(model: nn.Module, tokenizer, folder: Path, quantize: bool = False) -> Path:
+    """Write the ONNX folder (see the module docstring); returns the folder."""
+    require_onnx()
+    folder.mkdir(parents=True, exist_ok=True)
+    if quantize:
+        with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".onnx-float-") as tmp:
+            float_graph = export_graph(model, Path(tmp) / GRAPH)
+            quantize_graph(float_graph, folder / GRAPH)
+    else:
+        export_graph(model, folder / GRAPH)
+    _write_config(model, folder)
+    save_tokenizer(tokenizer, folder)
+    return folder
+
+
+# ---- running an export (verification, tests, and a reference for users) ----
+
+class OnnxCausalLM:
+    """An ONNX export run by ONNX Runtime on the CPU, with the call shape the evaluator and the
+    checks use for PyTorch models: `model(input_ids=..., attention_mask=...).logits`. Each call
+    starts from an empty cache; `step` runs one call with an explicit cache."""
+
+    def __init__(self, folder: str | Path, threads: int | None = None):
+        require_onnx()
+        import onnxruntime as ort
+        from transformers import AutoConfig
+
+        folder = Path(folder)
+        options = ort.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(str(folder / GRAPH), options, providers=["CPUExecutionProvider"])
+        self.config = AutoConfig.from_pretrained(folder)
+        self.layers = sum(1 for i in self.session.get_inputs() if i.name.endswith(".key"))
+        past = next(i for i in self.session.get_inputs() if i.name.startswith("past_key_values"))
+        self.kv_heads, self.head_dim = past.shape[1], past.shape[3]
+
+    training = False  # an inference graph: the evaluator's eval()/train() calls change nothing
+
+    def parameters(self):
+        """For callers that read the device from the first parameter: ONNX Runtime runs on the CPU."""
+        yield torch.zeros(0)
+
+    def eval(self):
+        return self
+
+    def train(self, mode: bool = True):
+        return self
+
+    def empty_past(self, batch: int) -> list:
+        import numpy as np
+
+        return [np.zeros((batch, self.kv_heads, 0, self.head_dim), dtype=np.float32)
+                for _ in range(2 * self.layers)]
+
+    def step(self, input_ids, attention_mask, position_ids, past: list):
+        """(logits, present) for one call: numpy arrays in, numpy arrays out."""
+        feed = {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": position_ids}
+        for i in range(self.layers):
+            feed[f"past_key_values.{i}.key"], feed[f"past_key_values.{i}.value"] = past[2 * i], past[2 * i + 1]
+        logits, *present = self.session.run(None, feed)
+        return logits, present
+
+    def __call__(self, input_ids, attention_mask=None, **_):
+        import numpy as np
+        from types import SimpleNamespace
+
+        ids = input_ids.cpu().numpy().astype(np.int64)
+        b, t = ids.shape
+        mask = np.ones((b, t), dtype=np.int64) if attention_mask is None else \
+            attention_mask.cpu().numpy().astype(np.int64)
+        positions = np.clip(np.cumsum(mask, axis=1) - 1, 0, None) if not mask.all() else \
+            np.broadcast_to(np.arange(t, dtype=np.int64), (b, t)).copy()
+        logits, _ = self.step(ids, mask, positions, self.empty_past(b))
+        return SimpleNamespace(logits=torch.from_numpy(logits))
+
+    def generate_greedy(self, prompt: list[int], n: int) -> list[int]:
+        """`n` greedy tokens after `prompt`, feeding each step's `present` back as `past_key_values`
+        (the prompt in one call with an empty past, then one token per call)."""
+        import numpy as np
+
+        ids = np.array([prompt], dtype=np.int64)
+        past, out, length = self.empty_past(1), [], 0
+        for _ in range(n):
+            t = ids.shape[1]
+            positions = np.arange(length, length + t, dtype=np.int64)[None]
+            mask = np.ones((1, length + t), dtype=np.int64)
+            logits, past = self.step(ids, mask, positions, past)
+            out.append(int(logits[0, -1].argmax()))
+            length += t
+            ids = np.array([[out[-1]]], dtype=np.int64)
+        return out

@@ -1,0 +1,163 @@
+"""ONNX export: the graph runs in ONNX Runtime with its KV cache and decodes what PyTorch decodes.
+
+Skipped where the optional packages are not installed (`pip install onnx onnxscript onnxruntime`;
+requirements-test.txt installs them, so CI runs these).
+"""
+
+import json
+import re
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxscript")
+onnx = pytest.importorskip("onnx")
+
+from minimind import MiniMindForCausalLM  # noqa: E402
+from minimind.cli import main  # noqa: E402
+from minimind.commands.export import parse_formats  # noqa: E402
+from minimind.errors import ExportError  # noqa: E402
+from minimind.export import export, export_many  # noqa: E402
+from minimind.export import onnx as onnx_export  # noqa: E402
+from minimind.export.onnx import OnnxCausalLM, export_graph, io_names  # noqa: E402
+from minimind.tokenizer import save_tokenizer  # noqa: E402
+from helpers import tiny_config  # noqa: E402
+from test_export import EVAL_TEXTS, trained_model_dir  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory, tokenizer):
+    return trained_model_dir(tmp_path_factory, tokenizer)
+
+
+def _graph(tmp_path, encoding: str = "rope", **overrides):
+    """(PyTorch model, ONNX runner) for a random tiny model with `encoding` positions."""
+    torch.manual_seed(0)
+    model = MiniMindForCausalLM(tiny_config(position_encoding=encoding, **overrides)).eval()
+    export_graph(model, tmp_path / "model.onnx")
+    model.config.save_pretrained(tmp_path)
+    return model, OnnxCausalLM(tmp_path)
+
+
+@torch.no_grad()
+def _torch_greedy(model, prompt, n):
+    ids = list(prompt)
+    for _ in range(n):
+        ids.append(int(model(input_ids=torch.tensor([ids])).logits[0, -1].argmax()))
+    return ids[len(prompt):]
+
+
+def test_graph_inputs_and_outputs_are_the_decoder_with_past_layout(tmp_path):
+    model, runner = _graph(tmp_path)
+    config = model.config
+    graph = onnx.load(str(tmp_path / "model.onnx"), load_external_data=False)
+    inputs, outputs = io_names(config)
+    assert [i.name for i in graph.graph.input] == inputs
+    assert [o.name for o in graph.graph.output] == outputs
+    assert inputs[:5] == ["input_ids", "attention_mask", "position_ids",
+                          "past_key_values.0.key", "past_key_values.0.value"]
+    assert outputs[:3] == ["logits", "present.0.key", "present.0.value"]
+
+    def dims(value):
+        return [d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim]
+
+    shapes = {v.name: dims(v) for v in [*graph.graph.input, *graph.graph.output]}
+    kv, hd = config.num_key_value_heads, config.head_dim
+    assert shapes["input_ids"] == ["batch_size", "sequence_length"]
+    assert shapes["attention_mask"] == ["batch_size", "past_sequence_length + sequence_length"]
+    assert shapes["past_key_values.1.value"] == ["batch_size", kv, "past_sequence_length", hd]
+    assert shapes["logits"] == ["batch_size", "sequence_length", config.vocab_size]
+    assert shapes["present.1.key"] == ["batch_size", kv, "past_sequence_length + sequence_length", hd]
+
+    # first call: empty past; the presents have the prompt's length and feed the next call
+    ids = np.array([[5, 6, 7], [8, 9, 10]], dtype=np.int64)
+    logits, present = runner.step(ids, np.ones((2, 3), np.int64), np.array([[0, 1, 2]] * 2), runner.empty_past(2))
+    assert logits.shape == (2, 3, config.vocab_size) and len(present) == 2 * config.num_hidden_layers
+    assert present[0].shape == (2, kv, 3, hd)
+    logits, present = runner.step(ids[:, :1], np.ones((2, 4), np.int64), np.array([[3]] * 2), present)
+    assert logits.shape == (2, 1, config.vocab_size) and present[3].shape == (2, kv, 4, hd)
+
+
+@pytest.mark.parametrize("encoding", ["rope", "alibi", "sinusoidal", "learned"])
+def test_greedy_through_the_kv_cache_equals_pytorch(tmp_path, encoding):
+    model, runner = _graph(tmp_path, encoding)
+    prompt = [2, 17, 40, 99, 7, 300, 12]
+    assert runner.generate_greedy(prompt, 32) == _torch_greedy(model, prompt, 32)
+
+
+def test_logits_match_pytorch_on_a_padded_batch(tmp_path):
+    model, runner = _graph(tmp_path)
+    ids = torch.randint(5, 512, (2, 40), generator=torch.Generator().manual_seed(7))
+    mask = torch.ones_like(ids)
+    mask[1, :6] = 0
+    with torch.no_grad():
+        want = model(input_ids=ids, attention_mask=mask).logits
+    got = runner(input_ids=ids, attention_mask=mask).logits
+    keep = mask.bool()
+    assert (got[keep] - want[keep]).abs().max() < 1e-4
+
+
+def test_export_table_has_onnx_and_onnx_int8_rows(model_dir, tmp_path, capsys):
+    eval_file = tmp_path / "heldout.txt"
+    eval_file.write_text("\n".join(EVAL_TEXTS), encoding="utf-8")
+    code = main(["export", "--model", str(model_dir), "--format", "onnx,onnx-int8", "--out", str(tmp_path / "x"),
+                 "--eval-file", str(eval_file)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("onnx")}
+    assert re.search(r" [KMG]?B +[\d.]+ +[+-]0\.00% +32/32 ", rows["onnx"]), out  # float32: every token identical
+    assert re.search(r" [+-][\d.]+% +\d+/32 ", rows["onnx-int8"]), out  # int8: agreement stated
+    for fmt in ("onnx", "onnx-int8"):
+        folder = tmp_path / "x" / fmt
+        names = {p.name for p in folder.iterdir()}
+        assert {"model.onnx", "config.json", "generation_config.json", "tokenizer.json", "README.md"} <= names
+        card = (folder / "README.md").read_text(encoding="utf-8")
+        assert "Greedy through the KV cache" in card and "past_key_values.{i}.key" in card
+    assert json.loads((tmp_path / "x" / "onnx" / "config.json").read_text())["model_type"] == "llama"
+    float_size = sum(p.stat().st_size for p in (tmp_path / "x" / "onnx").glob("model.onnx*"))
+    int8_size = sum(p.stat().st_size for p in (tmp_path / "x" / "onnx-int8").glob("model.onnx*"))
+    assert int8_size < float_size
+
+
+def test_export_result_states_the_cache_decode_and_logit_difference(model_dir, tmp_path):
+    onnx_result, int8_result = export_many(model_dir, ["onnx", "onnx-int8"], tmp_path, eval_text=EVAL_TEXTS)
+    assert onnx_result.verified and int8_result.verified, (onnx_result.error, int8_result.error)
+    assert onnx_result.cached_greedy_match == 32 and onnx_result.greedy_match == 32
+    assert onnx_result.logit_max_diff < 1e-3 and abs(onnx_result.delta) < 1e-4
+    assert int8_result.cached_greedy_match is not None and abs(int8_result.delta) <= 0.02
+    assert int8_result.logit_max_diff is None  # int8 is judged by agreement and perplexity, not logits
+
+
+def test_an_alibi_model_exports_with_its_minimind_config(tmp_path, tokenizer):
+    folder = tmp_path / "alibi"
+    torch.manual_seed(0)
+    MiniMindForCausalLM(tiny_config(position_encoding="alibi")).save_pretrained(folder)
+    save_tokenizer(tokenizer, folder)
+    result = export(folder, "onnx", tmp_path / "onnx", eval_text=EVAL_TEXTS)
+    assert result.verified and result.cached_greedy_match == 32
+    assert json.loads((tmp_path / "onnx" / "config.json").read_text())["position_encoding"] == "alibi"
+    assert "MiniMind form" in result.stored_as
+
+
+def test_mixture_of_experts_is_refused(tmp_path, tokenizer):
+    folder = tmp_path / "moe"
+    MiniMindForCausalLM(tiny_config(use_moe=True)).save_pretrained(folder)
+    save_tokenizer(tokenizer, folder)
+    with pytest.raises(ExportError, match="mixture-of-experts models cannot be exported to ONNX"):
+        export(folder, "onnx", tmp_path / "onnx")
+    assert "onnx" not in parse_formats("all", str(folder), None)
+
+
+def test_missing_packages_name_the_install_command(model_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(onnx_export, "missing_packages", lambda: ["onnxruntime"])
+    with pytest.raises(ExportError, match="needs onnxruntime .*pip install onnx onnxscript onnxruntime"):
+        export(model_dir, "onnx-int8", tmp_path / "onnx-int8")
+    assert not (tmp_path / "onnx-int8").exists()
+    assert not [f for f in parse_formats("all", str(model_dir), None) if f.startswith("onnx")]
+
+
+def test_format_all_includes_onnx(model_dir):
+    formats = parse_formats("all", str(model_dir), None)
+    assert "onnx" in formats and "onnx-int8" in formats
