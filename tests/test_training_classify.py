@@ -153,3 +153,15 @@ def test_corpus_and_mode_must_match(tmp_path, tokenizer):
         classify_config(tmp_path, base, [labelled], classify__class_weights="inverse").resolved("cpu")
     with pytest.raises(ConfigError, match="init_from"):
         classify_config(tmp_path, base, [labelled], model__init_from="").resolved("cpu")
+
+
+def test_qlora_classifier_runs_on_a_4_bit_base_and_loads_back(tmp_path, tokenizer):
+    base = save_base_model(tmp_path / "base", tokenizer)
+    corpus = write_labelled_corpus(tmp_path)
+    status = train(classify_config(tmp_path, base, [corpus], mode="qlora", lora__rank=4, max_steps=2, eval_every=2,
+                                   precision="bf16"))
+    assert status["state"] == "finished" and 0.0 <= status["val_accuracy"] <= 1.0
+    checkpoint = tmp_path / "run" / "checkpoints" / "step-2"
+    assert is_classifier(checkpoint) and (checkpoint / ADAPTER_LABELS).is_file()
+    model = load_model(checkpoint, merge=True)
+    assert isinstance(model, MiniMindForSequenceClassification) and model.config.id2label == {0: "play", 1: "poem"}
