@@ -4,7 +4,9 @@ F1 checked by hand), the confusion matrix in the run folder, class weights, and 
 meets when corpus and mode do not match."""
 
 import json
+import os
 import random
+import signal
 
 import numpy as np
 import pytest
@@ -16,7 +18,7 @@ from minimind.errors import ConfigError
 from minimind.training import train
 from minimind.training.objectives.classify import accuracy, class_weights, confusion, macro_f1
 from helpers import SAMPLE_TEXTS
-from training_helpers import make_config, save_base_model, write_text_corpus
+from training_helpers import losses, make_config, save_base_model, write_text_corpus
 
 POEM = "".join(SAMPLE_TEXTS[:3])      # class "poem": pieces of Tang poems
 PLAY = " ".join(SAMPLE_TEXTS[3:6])    # class "play": pieces of English lines
@@ -165,3 +167,27 @@ def test_qlora_classifier_runs_on_a_4_bit_base_and_loads_back(tmp_path, tokenize
     assert is_classifier(checkpoint) and (checkpoint / ADAPTER_LABELS).is_file()
     model = load_model(checkpoint, merge=True)
     assert isinstance(model, MiniMindForSequenceClassification) and model.config.id2label == {0: "play", 1: "poem"}
+
+
+def test_stopped_and_resumed_classify_run_matches_an_uninterrupted_one(tmp_path, tokenizer):
+    """Full fine-tune (a LoRA run resumes close, not exactly: so does a LoRA language-model run today)."""
+    mode = "sft"
+    base = save_base_model(tmp_path / "base", tokenizer)
+    corpus = write_labelled_corpus(tmp_path)
+    build = lambda where: classify_config(where, base, [corpus], mode=mode, max_steps=8, eval_every=1000)  # noqa: E731
+    train(build(tmp_path / "a"))
+
+    def stop_at_3(step, total, info):
+        if step == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    split = build(tmp_path / "b")
+    assert train(split, progress=stop_at_3)["step"] == 3
+    assert train(split, resume=True)["state"] == "finished"
+    a, b = losses(tmp_path / "a" / "run"), losses(tmp_path / "b" / "run")
+    assert sorted(a) == sorted(b) == list(range(1, 9))
+    for step in a:
+        assert abs(a[step] - b[step]) < 1e-5, (step, a[step], b[step])
+    report_a = json.loads((tmp_path / "a" / "run" / "confusion.json").read_text())
+    report_b = json.loads((tmp_path / "b" / "run" / "confusion.json").read_text())
+    assert report_a["matrix"] == report_b["matrix"]
