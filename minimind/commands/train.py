@@ -6,6 +6,8 @@
       --set data.files=[samples/tang_preference.jsonl] --set adapter=lora --set max_steps=200
   python -m minimind train --set mode=distill --set distill.teacher=checkpoints/minimind-shakespeare \\
       --set data.files=[corpus.txt] --set model.preset=nano --set time_budget_s=600
+  python -m minimind train --set task=classify --set mode=lora --set model.init_from=checkpoints/minimind-tang \
+      --set data.files=[reviews.csv]    # a classifier of a labelled corpus (text + label columns)
   python -m minimind train --config grpo.yaml         # mode: grpo, grpo: {rewards: [{name: form}, {name: rhyme}]}
   python -m minimind train --set mode=grpo --set model.init_from=checkpoints/minimind-tang \
       --set data.files=[samples/tang_prompts.jsonl] --set 'grpo.rewards=[{name: form}, {name: rhyme}]'
@@ -79,7 +81,10 @@ def run(args) -> int:
             msg += f"  val loss {status['val_loss']:.4f}"
             if status.get("val_bpc") is not None:
                 msg += f", bpc {status['val_bpc']:.3f}"
-            if status.get("val_accuracy") is not None:  # DPO: held-out preference accuracy
+            if status.get("val_macro_f1") is not None:  # task classify: every validation row
+                msg += (f", accuracy {status['val_accuracy']:.3f}, macro-F1 {status['val_macro_f1']:.3f} "
+                        f"(confusion matrix: {status.get('confusion')})")
+            elif status.get("val_accuracy") is not None:  # DPO: held-out preference accuracy
                 msg += f", preference accuracy {status['val_accuracy']:.2f}"
         if status.get("val_reward") is not None:  # GRPO: mean reward of held-out answers, and each reward's
             parts = [f"{k[11:]} {v:.3f}" for k, v in status.items() if k.startswith("val_reward_")]
