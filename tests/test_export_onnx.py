@@ -22,6 +22,7 @@ from minimind.errors import ExportError  # noqa: E402
 from minimind.export import export, export_many  # noqa: E402
 from minimind.export import onnx as onnx_export  # noqa: E402
 from minimind.export.onnx import OnnxCausalLM, export_graph, io_names  # noqa: E402
+from minimind.export.verify import DEFAULT_EVAL_TEXT  # noqa: E402
 from minimind.tokenizer import save_tokenizer  # noqa: E402
 from helpers import tiny_config  # noqa: E402
 from test_export import EVAL_TEXTS, trained_model_dir  # noqa: E402
@@ -161,3 +162,37 @@ def test_missing_packages_name_the_install_command(model_dir, tmp_path, monkeypa
 def test_format_all_includes_onnx(model_dir):
     formats = parse_formats("all", str(model_dir), None)
     assert "onnx" in formats and "onnx-int8" in formats
+
+
+@pytest.fixture(scope="module")
+def classifier_dir(tmp_path_factory, tokenizer):
+    from minimind.classifier import MiniMindForSequenceClassification, label_maps
+
+    folder = tmp_path_factory.mktemp("classifier")
+    torch.manual_seed(0)
+    config = tiny_config(**label_maps(["poem", "play", "letter"]))
+    config.pad_token_id = tokenizer.pad_token_id
+    MiniMindForSequenceClassification(config).eval().save_pretrained(folder)
+    save_tokenizer(tokenizer, folder)
+    return folder
+
+
+def test_a_classifier_exports_with_its_labels(classifier_dir, tmp_path, capsys):
+    code = main(["export", "--model", str(classifier_dir), "--format", "all", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("onnx")}
+    assert set(rows) == {"onnx", "onnx-int8"}                 # "all" of a classifier: the ONNX formats
+    n = len(DEFAULT_EVAL_TEXT)  # no held-out file and no run: the built-in lines
+    assert re.search(rf" labels {n}/{n} ", rows["onnx"]), out
+    config = json.loads((tmp_path / "onnx" / "config.json").read_text())
+    assert config["id2label"] == {"0": "poem", "1": "play", "2": "letter"}
+    graph = onnx.load(str(tmp_path / "onnx" / "model.onnx"), load_external_data=False)
+    assert [i.name for i in graph.graph.input] == ["input_ids", "attention_mask"]
+    assert [o.name for o in graph.graph.output] == ["logits"]
+    assert "Predicted labels" in (tmp_path / "onnx" / "README.md").read_text(encoding="utf-8")
+
+
+def test_a_classifier_is_refused_by_language_model_formats(classifier_dir, tmp_path):
+    with pytest.raises(ExportError, match="a sequence classifier exports as onnx or onnx-int8"):
+        export(classifier_dir, "gguf-q8_0", tmp_path / "gguf")

@@ -89,6 +89,8 @@ def parse_formats(text: str, model_dir: str, adapter: str | None) -> list[str]:
     not_llama = not_llama_shaped(config) is not None  # experts, other positions, other families
     extended = has_added_characters(load_tokenizer_for(adapter or model_dir))  # GGUF cannot carry them
     no_onnx = bool(missing_packages()) or onnx_refusal(config) is not None  # not installed, or experts
+    if "MiniMindForSequenceClassification" in (fields.get("architectures") or []):
+        return [] if no_onnx else [f for f in FORMATS if f.startswith("onnx")]  # a classifier: ONNX only
     return [f for f, spec in FORMATS.items()
             if not (spec.dense_only and not_llama) and (f != "merged" or has_adapter)
             and not (extended and f.startswith("gguf")) and not (no_onnx and f.startswith("onnx"))
@@ -117,6 +119,9 @@ def run(args) -> int:
     for r in results:
         if r.error:
             rows.append((r.format, "-", "-", "-", "-", f"FAILED: {r.error}"))
+        elif r.labels_total is not None:  # a classifier: label agreement on the held-out texts
+            rows.append((r.format, human_size(r.size_bytes), "-", "-", f"labels {r.labels_agree}/{r.labels_total}",
+                         str(r.path)))
         elif r.perplexity is None:
             rows.append((r.format, human_size(r.size_bytes), "-", "-", "-", str(r.path)))
         else:

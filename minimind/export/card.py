@@ -47,6 +47,13 @@ def render_card(result, tolerance: Tolerance, eval_name: str) -> str:
                                    f"{tolerance.logit_atol:g})"))
         rows.append(("Tolerance", f"{tolerance.why}; perplexity within ±{tolerance.ppl_rel:.2%}, greedy "
                                   f"tokens may differ only at near-ties under {tolerance.logit_margin:g} logits"))
+    elif getattr(result, "labels_total", None) is not None:
+        rows.append(("Predicted labels", f"{result.labels_agree} of {result.labels_total} held-out texts get "
+                                         f"the source's label ({eval_name})"))
+        if result.logit_max_diff is not None:
+            rows.append(("Class logits", f"within {result.logit_max_diff:.2g} of the source's"))
+        rows.append(("Tolerance", f"{tolerance.why}; a label may differ only at near-ties under "
+                                  f"{tolerance.logit_margin:g} logits"))
     else:
         rows.append(("Verification", "skipped"))
     hint = spec.load_hint.replace("FOLDER", repr(folder)).replace("FILE", target)
@@ -60,9 +67,10 @@ def render_card(result, tolerance: Tolerance, eval_name: str) -> str:
 
 def _onnx_layout(result) -> list[str]:
     """The graph's inputs and outputs, which a runtime needs to feed the KV cache."""
-    from .onnx import LAYOUT
+    from .onnx import CLASSIFIER_LAYOUT, LAYOUT
 
-    return ["## Graph inputs and outputs", "", "```", LAYOUT, "```", ""]
+    layout = CLASSIFIER_LAYOUT if getattr(result, "labels_total", None) is not None else LAYOUT
+    return ["## Graph inputs and outputs", "", "```", layout, "```", ""]
 
 
 def write_card(folder: Path, result, tolerance: Tolerance, eval_name: str) -> Path:

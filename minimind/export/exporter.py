@@ -25,7 +25,8 @@ from .merged import default_merged_as, write_merged
 from .onnx import onnx_refusal, require_onnx, write_onnx
 from .quantized import write_bnb, write_int8
 from .source import Source, load_source
-from .verify import Reference, as_documents, check, load_export, make_reference
+from .verify import (Reference, as_documents, check, is_classifier_model, load_export, make_classifier_reference,
+                     make_reference)
 
 
 @dataclass
@@ -46,6 +47,8 @@ class ExportResult:
     greedy_tokens: int | None = None
     cached_greedy_match: int | None = None  # leading tokens of a free-running decode through the KV cache
     logit_max_diff: float | None = None     # max |logit - source logit| on the checked positions
+    labels_agree: int | None = None         # a classifier: held-out texts given the source's label
+    labels_total: int | None = None
     seconds: float = 0.0         # writing time
     verify_seconds: float = 0.0
     error: str | None = None     # set by export_many when this format failed
@@ -54,7 +57,7 @@ class ExportResult:
 
     @property
     def verified(self) -> bool:
-        return self.error is None and self.perplexity is not None
+        return self.error is None and (self.perplexity is not None or self.labels_total is not None)
 
     def as_dict(self) -> dict:
         out = asdict(self)
@@ -97,6 +100,9 @@ def check_applies(fmt: str, src: Source) -> None:
     reason = lstm_refusal(fmt, src.config)
     if reason:
         raise ExportError(reason)
+    if is_classifier_model(src.model) and not fmt.startswith("onnx"):
+        raise ExportError(f"format {fmt!r} holds a language model; a sequence classifier exports as onnx or "
+                          "onnx-int8 (its checkpoint folder is already its Hugging Face form)")
     if FORMATS[fmt].dense_only:
         require_dense(src.config, fmt)
     if fmt.startswith("onnx"):
@@ -181,6 +187,7 @@ def export_one(src: Source, reference: Reference | None, fmt: str, out_dir: str 
             result.delta, result.greedy_match = verdict.delta, verdict.greedy_match
             result.greedy_tokens, result.problems = verdict.greedy_total, verdict.problems
             result.cached_greedy_match, result.logit_max_diff = verdict.cached_greedy_match, verdict.logit_max_diff
+            result.labels_agree, result.labels_total = verdict.labels_agree, verdict.labels_total
             if not verdict.passed:
                 raise ExportError(f"{fmt} export failed verification: {'; '.join(verdict.problems)}")
         _publish(partial, out_dir, overwrite)
@@ -208,7 +215,7 @@ def export_many(source: str | Path, formats: Iterable[str], out_root: str | Path
     reference = None
     eval_text, label = resolve_eval_text(src, eval_text, eval_name)
     if verify:
-        reference = make_reference(src.reference_model(), src.tokenizer, as_documents(eval_text))
+        reference = _reference(src, eval_text)
     results = []
     for fmt in formats:
         try:
@@ -235,9 +242,16 @@ def export(source: str | Path, fmt: str, out_dir: str | Path, *, adapter: str | 
     src = load_source(source, adapter)
     check_applies(fmt, src)
     eval_text, label = resolve_eval_text(src, eval_text, eval_name)
-    reference = make_reference(src.reference_model(), src.tokenizer, as_documents(eval_text)) if verify else None
+    reference = _reference(src, eval_text) if verify else None
     return export_one(src, reference, fmt, out_dir, dtype=dtype, merged_as=merged_as, overwrite=overwrite,
                       eval_name=label, name=name)
+
+
+def _reference(src: Source, eval_text):
+    """The source scored once: a language model's perplexity and greedy answer, or a classifier's
+    logits on each held-out text."""
+    make = make_classifier_reference if is_classifier_model(src.model) else make_reference
+    return make(src.reference_model(), src.tokenizer, as_documents(eval_text))
 
 
 def resolve_eval_text(src: Source, eval_text, eval_name: str | None) -> tuple[str | list[str], str]:

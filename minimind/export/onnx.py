@@ -58,6 +58,10 @@ inputs   input_ids                 int64  (batch, sequence)
 outputs  logits                    float  (batch, sequence, vocab)
          present.{i}.key / .value  float  (batch, num_key_value_heads, past_sequence + sequence, head_dim)
 First call: empty past tensors (past_sequence 0); then feed each present.{i} back as past_key_values.{i}."""
+CLASSIFIER_LAYOUT = """\
+inputs   input_ids       int64  (batch, sequence)
+         attention_mask  int64  (batch, sequence), 1 on real tokens (padding on either side)
+outputs  logits          float  (batch, num_labels); class names: id2label in config.json"""
 INSTALL = "pip install onnx onnxscript onnxruntime"
 OPSET = 18           # ONNX opset of the graph (ONNX Runtime >= 1.14 runs it)
 GRAPH = "model.onnx"
@@ -119,19 +123,46 @@ class DecoderWithPast(nn.Module):
         self.lm = model
 
     def forward(self, input_ids, attention_mask, position_ids, past: list[torch.Tensor]):
-        body = self.lm.model
-        x = body.embed_tokens(input_ids)
-        if body.config.position_encoding == "learned":
-            # the model's own check of the position range is data-dependent; the graph indexes directly
-            x, positions = x + body.embed_positions(position_ids), None
-        else:
-            x, positions = body._positions(x, position_ids)
         cache = _PastKeys(list(past))
-        key_valid = attention_mask.bool()
-        for layer in body.layers:
-            x, _ = layer(x, positions, key_valid, cache)
-        logits = self.lm.lm_head(body.norm(x))
-        return (logits, *cache.present)
+        hidden = _decode(self.lm.model, input_ids, attention_mask, position_ids, cache)
+        return (self.lm.lm_head(hidden), *cache.present)
+
+
+def _decode(body, input_ids, attention_mask, position_ids, cache):
+    """The decoder stack (MiniMindModel.forward without its data-dependent branches): embeddings,
+    positions, every layer with the padding mask always applied, final norm."""
+    x = body.embed_tokens(input_ids)
+    if body.config.position_encoding == "learned":
+        # the model's own check of the position range is data-dependent; the graph indexes directly
+        x, positions = x + body.embed_positions(position_ids), None
+    else:
+        x, positions = body._positions(x, position_ids)
+    key_valid = attention_mask.bool()
+    for layer in body.layers:
+        x, _ = layer(x, positions, key_valid, cache)
+    return body.norm(x)
+
+
+class ClassifierGraph(nn.Module):
+    """forward(input_ids, attention_mask) -> class logits (batch, num_labels), as
+    MiniMindForSequenceClassification computes them: positions count real tokens (padding on
+    either side), and the `score` head reads each row's last real token."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.classifier = model
+
+    def forward(self, input_ids, attention_mask):
+        from ..classifier import last_token_index
+
+        positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+        hidden = _decode(self.classifier.model, input_ids, attention_mask, positions, None)
+        rows = torch.arange(hidden.shape[0], device=hidden.device)
+        return self.classifier.score(hidden[rows, last_token_index(attention_mask, hidden)])
+
+
+def is_classifier(model) -> bool:
+    return hasattr(model, "score") and not hasattr(model, "lm_head")
 
 
 def io_names(config) -> tuple[list[str], list[str]]:
@@ -184,6 +215,46 @@ def _name_axes(path: Path, config) -> None:
         for axis, name in axes.items():
             if axis < len(dims) and not dims[axis].HasField("dim_value"):
                 dims[axis].dim_param = name
+    onnx.save(graph, str(path))
+
+
+def export_classifier_graph(model: nn.Module, path: Path) -> Path:
+    """Trace a MiniMindForSequenceClassification to `path`: inputs input_ids and attention_mask
+    (batch, sequence), output logits (batch, num_labels), the layout of Optimum's
+    sequence-classification exports. No KV cache: a classifier reads each text once."""
+    require_onnx()
+    reason = onnx_refusal(model.config)
+    if reason:
+        raise ExportError(reason)
+    ids = torch.randint(0, model.config.vocab_size, (2, 5))
+    mask = torch.ones(2, 5, dtype=torch.long)
+    mask[1, 3:] = 0
+    b, s = torch.export.Dim("batch"), torch.export.Dim("sequence")
+    dynamic = {"input_ids": {0: b, 1: s}, "attention_mask": {0: b, 1: s}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _eager_attention(model), torch.no_grad(), _quiet():
+        try:
+            program = torch.onnx.export(ClassifierGraph(model).eval(), (ids, mask), dynamo=True,
+                                        input_names=["input_ids", "attention_mask"], output_names=["logits"],
+                                        dynamic_shapes=dynamic, opset_version=OPSET, optimize=True,
+                                        external_data=True)
+        except Exception as err:  # the exporter raises many kinds; the user needs the one line
+            raise ExportError(f"tracing the classifier to ONNX failed: {type(err).__name__}: "
+                              f"{str(err).splitlines()[0] if str(err) else ''}") from err
+        program.save(str(path), external_data=True)
+    _name_classifier_axes(path)
+    return path
+
+
+def _name_classifier_axes(path: Path) -> None:
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False)
+    for value in [*graph.graph.input, *graph.graph.output]:
+        dims = value.type.tensor_type.shape.dim
+        dims[0].dim_param = "batch_size"
+        if value.name != "logits":
+            dims[1].dim_param = "sequence_length"
     onnx.save(graph, str(path))
 
 
@@ -257,10 +328,11 @@ def quantize_graph(src: Path, dst: Path) -> Path:
 
 
 def _write_config(model: nn.Module, folder: Path) -> None:
-    """config.json in Llama form for a dense rotary model (what Optimum / transformers.js look
-    for), else MiniMind's; plus generation_config.json. `use_cache` tells loaders the graph
+    """config.json in Llama form for a dense rotary causal model (what Optimum / transformers.js
+    look for), else MiniMind's (a classifier's holds its id2label / label2id); plus
+    generation_config.json. `use_cache` tells loaders the graph
     takes and returns the KV cache."""
-    if not_llama_shaped(model.config) is None:
+    if not_llama_shaped(model.config) is None and not is_classifier(model):
         config = llama_config(model.config, "float32")
         config.use_cache = True
         config.save_pretrained(folder)
@@ -277,12 +349,13 @@ def write_onnx(model: nn.Module, tokenizer, folder: Path, quantize: bool = False
     """Write the ONNX folder (see the module docstring); returns the folder."""
     require_onnx()
     folder.mkdir(parents=True, exist_ok=True)
+    trace = export_classifier_graph if is_classifier(model) else export_graph
     if quantize:
         with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".onnx-float-") as tmp:
-            float_graph = export_graph(model, Path(tmp) / GRAPH)
+            float_graph = trace(model, Path(tmp) / GRAPH)
             quantize_graph(float_graph, folder / GRAPH)
     else:
-        export_graph(model, folder / GRAPH)
+        trace(model, folder / GRAPH)
     _write_config(model, folder)
     save_tokenizer(tokenizer, folder)
     return folder
@@ -366,3 +439,52 @@ class OnnxCausalLM:
             length += t
             ids = np.array([[out[-1]]], dtype=np.int64)
         return out
+
+
+class OnnxClassifier:
+    """A classifier's ONNX export run by ONNX Runtime on the CPU: `model(input_ids=...,
+    attention_mask=...).logits` (batch, num_labels), like the PyTorch classifier; `config`
+    carries id2label."""
+
+    training = False
+
+    def __init__(self, folder: str | Path, threads: int | None = None):
+        require_onnx()
+        import onnxruntime as ort
+        from transformers import AutoConfig
+
+        folder = Path(folder)
+        options = ort.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(str(folder / GRAPH), options, providers=["CPUExecutionProvider"])
+        self.config = AutoConfig.from_pretrained(folder)
+
+    def parameters(self):
+        yield torch.zeros(0)
+
+    def eval(self):
+        return self
+
+    def train(self, mode: bool = True):
+        return self
+
+    def __call__(self, input_ids, attention_mask=None, **_):
+        import numpy as np
+        from types import SimpleNamespace
+
+        ids = input_ids.cpu().numpy().astype(np.int64)
+        mask = np.ones_like(ids) if attention_mask is None else attention_mask.cpu().numpy().astype(np.int64)
+        (logits,) = self.session.run(None, {"input_ids": ids, "attention_mask": mask})
+        return SimpleNamespace(logits=torch.from_numpy(logits))
+
+
+def load_onnx(folder: str | Path):
+    """The runner for an ONNX export folder: OnnxClassifier when its config names a classifier."""
+    from ..classifier import CLASSIFIER_ARCHITECTURE
+
+    config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
+    if CLASSIFIER_ARCHITECTURE in (config.get("architectures") or []):
+        return OnnxClassifier(folder)
+    return OnnxCausalLM(folder)

@@ -76,6 +76,8 @@ class Verification:
     problems: list[str] = field(default_factory=list)
     cached_greedy_match: int | None = None   # free-running greedy through the export's own KV cache
     logit_max_diff: float | None = None      # max |logit - source logit| (formats stating logit_atol)
+    labels_agree: int | None = None          # a classifier: held-out texts given the source's label
+    labels_total: int | None = None
 
     @property
     def passed(self) -> bool:
@@ -147,8 +149,83 @@ def compare_greedy(reference: Reference, logits: torch.Tensor, tolerance: Tolera
     return prefix, agree, problems
 
 
-def check(model, tokenizer, reference: Reference, tolerance: Tolerance) -> Verification:
+@dataclass
+class ClassifierReference:
+    """What a source classifier does on the held-out texts: each text encoded as the classifier
+    reads it (`minimind.data.tokens.classify_ids`) and the class logits it gives."""
+
+    documents: list[str]
+    document_ids: list[list[int]]
+    rows: list[list[int]]
+    logits: torch.Tensor        # (len(rows), num_labels)
+    pad_id: int
+
+
+def is_classifier_model(model) -> bool:
+    from ..classifier import CLASSIFIER_ARCHITECTURE
+
+    return type(model).__name__ == CLASSIFIER_ARCHITECTURE or (
+        CLASSIFIER_ARCHITECTURE in (getattr(model.config, "architectures", None) or []))
+
+
+@torch.no_grad()
+def _class_logits(model, rows: list[list[int]], pad_id: int, batch_size: int = 16) -> torch.Tensor:
+    """(len(rows), num_labels) logits, rows right-padded in batches (as `classifier.predict`)."""
+    out = []
+    for start in range(0, len(rows), batch_size):
+        chunk = rows[start:start + batch_size]
+        width = max(len(r) for r in chunk)
+        ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(chunk), width), dtype=torch.long)
+        for i, row in enumerate(chunk):
+            ids[i, :len(row)], mask[i, :len(row)] = torch.tensor(row), 1
+        device = _device(model)
+        out.append(model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float().cpu())
+    return torch.cat(out)
+
+
+def make_classifier_reference(model, tokenizer, text: str | list[str] | None = None) -> ClassifierReference:
+    """Score the source classifier once on the held-out texts."""
+    from ..data.tokens import classify_ids
+
+    documents = as_documents(text)
+    rows = classify_ids(tokenizer, documents, model.config.max_position_embeddings)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    document_ids = tokenizer(documents, add_special_tokens=False)["input_ids"]
+    return ClassifierReference(documents, document_ids, rows, _class_logits(model, rows, pad_id), pad_id)
+
+
+def check_classifier(model, tokenizer, reference: ClassifierReference, tolerance: Tolerance) -> Verification:
+    """A classifier export gives the source's label to every held-out text, except where the
+    source's lead of that label over the export's pick is a near-tie under `logit_margin`; formats
+    stating `logit_atol` also keep every class logit within it."""
+    problems = []
+    tokenizer_ok = tokenizer(reference.documents, add_special_tokens=False)["input_ids"] == reference.document_ids
+    if not tokenizer_ok:
+        problems.append("the exported tokenizer splits the held-out text differently from the source")
+    logits = _class_logits(model, reference.rows, reference.pad_id)
+    picks, wanted = logits.argmax(-1).tolist(), reference.logits.argmax(-1).tolist()
+    agree = sum(a == b for a, b in zip(picks, wanted))
+    for i, (got, want) in enumerate(zip(picks, wanted)):
+        lead = float(reference.logits[i, want] - reference.logits[i, got])
+        if got != want and lead > tolerance.logit_margin:
+            problems.append(f"held-out text {i + 1} gets class {got} where the source gives {want}, which it "
+                            f"preferred by {lead:.3g} logits (the format allows near-ties under "
+                            f"{tolerance.logit_margin:g})")
+            break
+    max_diff = None
+    if tolerance.logit_atol is not None:
+        max_diff = float((logits - reference.logits).abs().max())
+        if not max_diff <= tolerance.logit_atol:
+            problems.append(f"class logits differ from the source's by up to {max_diff:.3g} "
+                            f"(the format allows {tolerance.logit_atol:g})")
+    return Verification(None, None, None, 0, 0, 0, tokenizer_ok, problems, None, max_diff, agree, len(picks))
+
+
+def check(model, tokenizer, reference, tolerance: Tolerance) -> Verification:
     """Compare a reloaded export with the source; `problems` lists every failed check."""
+    if isinstance(reference, ClassifierReference):
+        return check_classifier(model, tokenizer, reference, tolerance)
     problems = []
     tokenizer_ok = tokenizer(reference.documents, add_special_tokens=False)["input_ids"] == reference.document_ids
     if not tokenizer_ok:
@@ -209,9 +286,9 @@ def load_export(fmt: str, path: Path):
     from ..checkpoint import check_model_folder
 
     if fmt.startswith("onnx"):
-        from .onnx import OnnxCausalLM
+        from .onnx import load_onnx
 
-        return OnnxCausalLM(path), AutoTokenizer.from_pretrained(path)
+        return load_onnx(path), AutoTokenizer.from_pretrained(path)
     if fmt.startswith("gguf"):
         folder, name = path.parent, path.name
         config = _gguf_config(path)
