@@ -197,7 +197,7 @@ def test_a_real_upload_is_accepted_and_a_missing_path_tells_nothing(studio, tmp_
     # what the upload route returned can be sent again by a script: it was received here
     uploaded = httpx.post(f"{server.url}/gradio_api/upload", files=[("files", ("p.jsonl", poems.read_bytes()))])
     event, payload = _call(server.url, "/inspect_corpus", [[_file_data(uploaded.json()[0])], None, "auto", "",
-                                                           "paragraph", False])
+                                                           "paragraph", False, ""])  # + the label field
     assert event == "complete" and "**Documents:** 2" in payload[0]
 
 

@@ -14,7 +14,7 @@ from helpers import SAMPLE_TEXTS, tiny_config
 
 
 # how many inputs /start_training takes (the page's Train form; the newest last, each with a default)
-START_INPUTS = 28
+START_INPUTS = 30
 
 
 def free_port() -> int:

@@ -15,6 +15,7 @@ from minimind.inference import ModelRegistry
 from minimind.serving import create_app
 from minimind.serving.guards import BodyLimit, StreamLimit, max_request_bytes, too_large
 
+from .api import add_classify_routes
 from .context import AppContext
 from .gate import Access, Gate, gradio_session_user
 from .i18n import I18N, t
@@ -60,18 +61,29 @@ API_HELP = """The same models answer at `/v1` (OpenAI-compatible: `GET /v1/model
 curl -s localhost:7860/v1/chat/completions -H 'Content-Type: application/json' \\
   -d '{"model": "minimind-tang", "messages": [{"role": "user", "content": "續寫：床前明月光"}]}'
 ```
+Classifier runs answer at `/api/classify` (not an OpenAI endpoint): `GET` lists them with their
+labels; `POST` gives the label probabilities of up to 64 texts.
+
+```bash
+curl -s localhost:7860/api/classify -H 'Content-Type: application/json' \\
+  -d '{"model": "run-<run id>", "texts": ["床前明月光，疑是地上霜"]}'
+```
 Set `MINIMIND_API_KEY` to require `Authorization: Bearer <key>`; with a login (`MINIMIND_AUTH`),
-`/v1` takes that key, the page's user and password as HTTP Basic (`curl -u user:password`), or
+`/v1` and `/api/classify` take that key, the page's user and password as HTTP Basic (`curl -u user:password`), or
 this page's session."""
 
 
 def sync_registry(ctx: AppContext, registry: ModelRegistry) -> None:
-    """Serve every shipped model and finished run under a stable name (runs as run-<id>)."""
-    wanted = {name: path for name, path in ctx.shipped().items()}
+    """Serve every shipped model and finished run under a stable name (runs as run-<id>). A
+    classifier writes no text: /api/classify serves it, /v1 does not."""
+    from minimind.checkpoint import is_classifier
+
+    wanted = {name: path for name, path in ctx.shipped().items() if not is_classifier(path)}
     for run in ctx.jobs.runs():
         status = run.read_status()
         final = status.get("final_checkpoint")
-        if status.get("state") in ("finished", "stopped") and final and Path(final).is_dir():
+        if status.get("state") in ("finished", "stopped") and final and Path(final).is_dir() \
+                and not is_classifier(final):
             wanted[f"run-{run.path.name}"] = Path(final)
     for name in set(registry.names()) - set(wanted):
         registry.remove(name)
@@ -111,6 +123,7 @@ def build_app(workspace: str | Path, upload_limit_mb: float | None = None,
         jobs.start_background()
     # the gate below decides who may call /v1 and bounds every body: the API adds no check of its own
     app = create_app(registry, api_key=None, max_request_bytes=None)
+    add_classify_routes(app, ctx)  # before the page is mounted at "/": these routes answer first
     blocks = build_blocks(ctx)
     app = gr.mount_gradio_app(app, blocks, path="/", auth=access.login, i18n=I18N, css=CSS,
                               theme=gr.themes.Soft(), max_file_size=f"{int(limit)}mb", show_error=False,

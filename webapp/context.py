@@ -15,6 +15,7 @@ import gradio as gr
 from minimind.errors import MiniMindError
 from minimind.inference import ModelRegistry
 
+from .classifiers import ClassifierCache
 from .jobs import JobManager
 from .uploads import UploadArea
 from .workspace import Workspace, WorkspaceError
@@ -41,6 +42,7 @@ class AppContext:
     shipped_dir: Path = SHIPPED_DIR
     uploads: UploadArea = field(default_factory=UploadArea)   # the files requests may hand in
     public_warning: str | None = None                         # shown on top of the page when set
+    classifiers: ClassifierCache = field(default_factory=ClassifierCache)  # loaded classifier runs (page + API)
 
     def shipped(self) -> dict[str, Path]:
         """Shipped checkpoints (folders with a config.json), the default one first."""

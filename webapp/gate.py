@@ -6,7 +6,7 @@ Who may pass is decided here and nowhere else (`Access.allows`):
   session cookie (after logging in on the page), HTTP Basic with the same user and
   password, or `Authorization: Bearer <MINIMIND_API_KEY>`. Only what draws the login
   form itself is public: the page shell, its static assets and the login form's POST.
-- Without a login, the page is open; /v1 needs the key when MINIMIND_API_KEY is set,
+- Without a login, the page is open; /v1 (and /api/classify, the classifier API) needs the key when MINIMIND_API_KEY is set,
   and on a public Hugging Face Space (SPACE_ID set) it stays closed without a key
   unless MINIMIND_PUBLIC_API=1 opens it.
 """
@@ -75,7 +75,7 @@ class Access:
 
     def allows(self, path: str, method: str, headers, session_user: Callable[[], str | None]) -> bool:
         """May this request pass? `session_user()` names the page user of its cookie, if any."""
-        api = path == "/v1" or path.startswith("/v1/")
+        api = is_api(path)
         if self.login is None:
             if not api or (self.api_key is None and self.public_api):
                 return True
@@ -90,7 +90,7 @@ class Access:
 
     def refusal(self, path: str) -> tuple[dict, dict]:
         """(body, headers) of the 401 for a request that may not pass."""
-        if path == "/v1" or path.startswith("/v1/"):
+        if is_api(path):
             if self.login is None and self.api_key is None:
                 message = ("This public server's API is closed: its owner must set MINIMIND_API_KEY (then send "
                            "'Authorization: Bearer <key>') or MINIMIND_PUBLIC_API=1 to open it.")
@@ -114,6 +114,14 @@ class Access:
         except (binascii.Error, UnicodeDecodeError):
             return False
         return same_secret(user, self.login[0]) & same_secret(password, self.login[1])
+
+
+API_PREFIXES = ("/v1", "/api/classify")  # the HTTP API for programs: /v1 (OpenAI) and the classifier API
+
+
+def is_api(path: str) -> bool:
+    """Whether `path` is the API's (one of API_PREFIXES, or below one): the same rules apply to all of it."""
+    return any(path == prefix or path.startswith(prefix + "/") for prefix in API_PREFIXES)
 
 
 def _asks_deep_link(scope) -> bool:

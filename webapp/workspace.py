@@ -18,7 +18,7 @@ from pathlib import Path
 
 from minimind.errors import MiniMindError
 
-ALLOWED_TYPES = (".txt", ".md", ".jsonl", ".json", ".csv", ".parquet")
+ALLOWED_TYPES = (".txt", ".md", ".jsonl", ".json", ".csv", ".tsv", ".parquet")
 DEFAULT_UPLOAD_LIMIT_MB = 200
 
 

@@ -1,5 +1,6 @@
 """Chat tab: stream answers from the shipped model, a finished run or a LoRA run (base +
-adapter), with sampling controls; side by side, one message goes to two models."""
+adapter), with sampling controls; side by side, one message goes to two models. Below it, "Try a
+classifier": the label probabilities of typed text by a classifier run, or by two side by side."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import gradio as gr
 from minimind.errors import SamplingError
 from minimind.generation import SamplingParams, chat
 
-from ..context import AppContext, user_errors_gen
+from .. import classifiers
+from ..context import AppContext, user_errors, user_errors_gen
 from ..i18n import t, tr
 
 
@@ -106,6 +108,27 @@ def regenerate(ctx: AppContext, history, history_b, model, model_b, side_by_side
                             model_b if side_by_side else None, system, params)
 
 
+def chat_choices(ctx: AppContext) -> list[tuple[str, str]]:
+    """(label, id) of the models that write text: every offered model but the classifiers."""
+    labelling = {model_id for _, model_id in classifiers.classifier_choices(ctx)}
+    return [(label, model_id) for label, model_id in ctx.model_choices() if model_id not in labelling]
+
+
+def try_classifier(ctx: AppContext, text, model, model_b=None, side_by_side=False):
+    """The label probabilities of `text` by classifier `model` (and by `model_b` side by side), for
+    the page's gr.Label panes (each headed by its classifier's name)."""
+    if not isinstance(text, str) or not text.strip():
+        raise gr.Error("type a text to classify first", print_exception=False)
+    if not model:
+        raise gr.Error("choose a classifier (train one on a labelled corpus on the Train tab)",
+                       print_exception=False)
+    first = classifiers.classify(ctx, model, [text])[0]
+    second = classifiers.classify(ctx, model_b, [text])[0] if side_by_side and model_b else None
+    return (gr.update(value=first, label=model_label(ctx, model)),
+            gr.update(value=second, label=model_label(ctx, model_b), visible=True) if second is not None
+            else gr.update(value=None, visible=False))
+
+
 def model_defaults(ctx: AppContext, model_id: str | None) -> SamplingParams:
     """The sampling defaults the model was saved with (its generation_config.json)."""
     try:
@@ -125,7 +148,7 @@ def model_label(ctx: AppContext, model_id: str | None) -> str:
 def build(ctx: AppContext) -> None:
     """The conversation first (panes, message box, buttons), the model and settings beside it:
     the message box is the tab's first input; the system prompt and sampling sit in Settings."""
-    choices = ctx.model_choices()
+    choices = chat_choices(ctx)
     default = choices[0][1] if choices else None
     start = model_defaults(ctx, default)
     with gr.Row(equal_height=False):
@@ -172,7 +195,7 @@ def build(ctx: AppContext) -> None:
     clear.click(lambda: ("", [], []), None, [message, chatbot, chatbot_b], api_name="clear_chat")
 
     def refresh():
-        fresh = ctx.model_choices()
+        fresh = chat_choices(ctx)
         return gr.update(choices=fresh), gr.update(choices=fresh)
 
     def defaults(model_id):
@@ -180,5 +203,41 @@ def build(ctx: AppContext) -> None:
         return p.temperature, p.top_p, p.top_k, min(max(p.max_new_tokens, 8), 1024), p.repetition_penalty
 
     model.input(defaults, [model], [temperature, top_p, top_k, max_new, repetition], api_name=False)
+    model.focus(refresh, None, [model, model_b], api_name=False)
+    model_b.focus(refresh, None, [model, model_b], api_name=False)
+
+    build_try(ctx)
+
+
+def build_try(ctx: AppContext) -> None:
+    """"Try a classifier": a text, one classifier's label probabilities (or two side by side)."""
+    found = classifiers.classifier_choices(ctx)
+    first = found[0][1] if found else None
+    with gr.Accordion(t("try_title"), open=True, elem_id="try-box"):
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=3, min_width=480):
+                text = gr.Textbox(label=t("try_text"), placeholder=t("try_placeholder"), lines=2, max_lines=8,
+                                  elem_id="try-input")
+                button = gr.Button(t("try_button"), variant="primary", elem_id="try-btn")
+                with gr.Row():
+                    label = gr.Label(label=t("try_probabilities"), num_top_classes=10, elem_id="try-label")
+                    label_b = gr.Label(label=t("try_probabilities"), num_top_classes=10, visible=False,
+                                       elem_id="try-label-b")
+            with gr.Column(scale=1, min_width=280):
+                model = gr.Dropdown(found, value=first, label=t("classifier"), info=t("classifier_info"),
+                                    elem_id="try-model", allow_custom_value=True)
+                side = gr.Checkbox(value=False, label=t("try_side_by_side"), elem_id="try-side-by-side")
+                model_b = gr.Dropdown(found, value=first, label=t("classifier_b"), visible=False,
+                                      elem_id="try-model-b", allow_custom_value=True)
+
+    def refresh():
+        fresh = classifiers.classifier_choices(ctx)
+        return gr.update(choices=fresh), gr.update(choices=fresh)
+
+    side.change(lambda on: (gr.update(visible=on), gr.update(visible=on)), [side], [model_b, label_b],
+                api_name=False)
+    handler = user_errors(lambda *a: try_classifier(ctx, *a))
+    button.click(handler, [text, model, model_b, side], [label, label_b], api_name="try_classifier")
+    text.submit(handler, [text, model, model_b, side], [label, label_b], api_name=False)
     model.focus(refresh, None, [model, model_b], api_name=False)
     model_b.focus(refresh, None, [model, model_b], api_name=False)

@@ -20,9 +20,26 @@ from ..i18n import headed, language, t, tr
 from ..workspace import WorkspaceError
 
 
-def _data_config(ctx: AppContext, kind, text_field, split, strict) -> DataConfig:
+def _data_config(ctx: AppContext, kind, text_field, split, strict, label_field=None) -> DataConfig:
+    if label_field is not None and not isinstance(label_field, str):
+        raise WorkspaceError("the label field must be a field name")
     return DataConfig(kind=kind, text_field=(text_field or "").strip() or None, split=split, strict=bool(strict),
+                      label_field=(label_field or "").strip() or None,
                       cache_dir=str(ctx.workspace.cache), root=str(ctx.workspace.root))
+
+
+CLASSES_SHOWN = 30  # classes listed by name on the page (the rest counted)
+
+
+def class_rows(classes: dict[str, int]) -> list[str]:
+    """A labelled corpus's classes with their documents, largest first (the page's summary)."""
+    if not classes:
+        return []
+    ordered = sorted(classes.items(), key=lambda kv: -kv[1])
+    lines = [f"- {label}: {n:,}" for label, n in ordered[:CLASSES_SHOWN]]
+    if len(ordered) > CLASSES_SHOWN:
+        lines.append(tr("c_classes_more", n=f"{len(ordered) - CLASSES_SHOWN:,}"))
+    return [tr("c_classes", n=f"{len(classes):,}"), "\n".join(lines)]
 
 
 def stored_files(ctx: AppContext, uploads, sample: str | None) -> list[str]:
@@ -52,11 +69,12 @@ def _tokenizer(ctx: AppContext):
     return None
 
 
-def inspect(ctx: AppContext, uploads, sample, kind, text_field, split, strict):
-    """(summary, histogram, samples, problems, stored files) for the page."""
+def inspect(ctx: AppContext, uploads, sample, kind, text_field, split, strict, label_field=None):
+    """(summary, histogram, samples, problems, stored files) for the page. A labelled corpus (text
+    and label fields, for a classifier) lists its classes with their documents."""
     files = stored_files(ctx, uploads, sample)
     try:
-        stats = inspect_corpus(files, _data_config(ctx, kind, text_field, split, strict), _tokenizer(ctx))
+        stats = inspect_corpus(files, _data_config(ctx, kind, text_field, split, strict, label_field), _tokenizer(ctx))
     except CorpusError as err:
         return (tr("corpus_unusable"), _histogram_plot(None), _samples([]),
                 f"❌ {err}", files)
@@ -72,9 +90,10 @@ def inspect(ctx: AppContext, uploads, sample, kind, text_field, split, strict):
     if stats.kind == "prompts":  # for GRPO: what the rewards can check beyond the text
         asks = ", ".join(f"{name} {n:,}" for name, n in stats.params.items()) or tr("none")
         rows.append(tr("c_reward_fields", asks=asks))
+    rows += class_rows(getattr(stats, "classes", None) or {})
     rows += [f"- {Path(f.name).name}: {f.format}, {f.encoding or tr('binary')}, {f.documents:,} {unit_word(units)}"
              for f in stats.files]
-    rows += coverage_rows(ctx, files, _data_config(ctx, kind, text_field, split, strict))
+    rows += coverage_rows(ctx, files, _data_config(ctx, kind, text_field, split, strict, label_field))
     problems = []
     if stats.skipped_count:
         problems.append(tr("c_skipped", n=f"{stats.skipped_count:,}"))
@@ -167,16 +186,21 @@ def _samples(samples: list[str], kind: str | None = None) -> pd.DataFrame:
     return pd.DataFrame({"sample": list(samples)}, columns=["sample"])
 
 
-def save(ctx: AppContext, name, files, kind, text_field, split, strict, train_tok, vocab):
-    """Save the inspected files as a named corpus (and train its tokenizer when asked)."""
+def save(ctx: AppContext, name, files, kind, text_field, split, strict, train_tok, vocab, label_field=None):
+    """Save the inspected files as a named corpus (and train its tokenizer when asked). A labelled
+    corpus keeps its label field and classes (the Train tab offers it the classification task)."""
     from minimind.tokenizer import train_tokenizer
 
     if not files:
         raise WorkspaceError("inspect a corpus first, then save it")
-    config = _data_config(ctx, kind, text_field, split, strict)
+    config = _data_config(ctx, kind, text_field, split, strict, label_field)
     stats = inspect_corpus(files, config)
     settings = {"kind": kind, "text_field": config.text_field, "split": split, "strict": bool(strict)}
+    if config.label_field:
+        settings["label_field"] = config.label_field
     summary = {"kind": stats.kind, "documents": stats.documents, "characters": stats.characters}
+    if getattr(stats, "classes", None):
+        summary["classes"] = dict(stats.classes)
     folder = ctx.workspace.save_corpus(name or Path(files[0]).stem, [Path(f) for f in files], settings, summary)
     message = tr("c_saved", name=folder.name, n=f"{stats.documents:,}", units=unit_word(unit(stats.kind)))
     if train_tok:
@@ -200,11 +224,13 @@ def build(ctx: AppContext) -> None:
     with gr.Row():
         with gr.Column(scale=2):
             uploads = gr.File(label=t("upload"), file_count="multiple",
-                              file_types=[".txt", ".md", ".jsonl", ".json", ".csv", ".parquet"])
+                              file_types=[".txt", ".md", ".jsonl", ".json", ".csv", ".tsv", ".parquet"])
         with gr.Column(scale=1):
             sample = gr.Dropdown(list(SAMPLES), value=None, label=t("sample"))
             kind = gr.Dropdown(list(KINDS), value="auto", label=t("kind"))
             text_field = gr.Textbox(label=t("text_field"), placeholder="text")
+            label_field = gr.Textbox("", label=t("label_field"), placeholder="label", info=t("label_field_info"),
+                                     elem_id="corpus-label-field")
             split = gr.Radio([(t("split_paragraph"), "paragraph"), (t("split_line"), "line")], value="paragraph", label=t("split"))
             strict = gr.Checkbox(value=False, label=t("strict"))
     inspect_btn = gr.Button(t("inspect"), variant="primary", elem_id="inspect-btn")
@@ -224,9 +250,16 @@ def build(ctx: AppContext) -> None:
     saved = gr.Dataframe(value=lambda: headed(corpora_table(ctx)), label=t("saved_corpora"), interactive=False,
                          elem_id="saved-corpora")
 
-    inspect_btn.click(user_errors(lambda *a: inspect(ctx, *a)),
-                      [uploads, sample, kind, text_field, split, strict],
+    # the label field comes last, with a default: a client that sends the first six still works
+    def inspect_handler(uploads, sample, kind, text_field, split, strict, label_field=""):
+        return inspect(ctx, uploads, sample, kind, text_field, split, strict, label_field)
+
+    def save_handler(name, files, kind, text_field, split, strict, train_tok, vocab, label_field=""):
+        return save(ctx, name, files, kind, text_field, split, strict, train_tok, vocab, label_field)
+
+    inspect_btn.click(user_errors(inspect_handler),
+                      [uploads, sample, kind, text_field, split, strict, label_field],
                       [summary, histogram, samples, problems, files_state], api_name="inspect_corpus")
-    save_btn.click(user_errors(lambda *a: save(ctx, *a)),
-                   [name, files_state, kind, text_field, split, strict, train_tok, vocab],
+    save_btn.click(user_errors(save_handler),
+                   [name, files_state, kind, text_field, split, strict, train_tok, vocab, label_field],
                    [saved_msg, saved], api_name="save_corpus")

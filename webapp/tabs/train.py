@@ -6,6 +6,8 @@ reads the run folder.
 Modes dpo (preference pairs), distill (a teacher's logits) and grpo (rewards for
 answers the model writes; see grpo.py) show their own settings and, while a run trains, their
 own metrics beside the loss; a grpo run also shows its held-out answers with their rewards.
+A labelled corpus (text + label) offers the classification task (modes sft, lora, qlora): its
+run shows accuracy and macro-F1 as it trains and, once finished, its confusion matrix.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from minimind.training.reporting import REPORT_TO
 from minimind.training.sizing import pretrain_lr
 from minimind.vocabulary import MAX_NEW_TOKENS
 
+from .. import classifiers
 from ..context import AppContext, user_errors, without_paths
 from ..i18n import EN, headed, t, tr
 from ..workspace import WorkspaceError
@@ -40,6 +43,9 @@ MAX_MINUTES = 24 * 60  # the longest time budget the page takes (one day)
 PARALLEL = {"ddp": "DDP", "fsdp": "FSDP2"}  # config `distributed` -> what the page calls it
 TRACKERS = {"tensorboard": "TensorBoard", "trackio": "trackio"}  # config `report_to` -> the page's names
 LEGEND_TITLE = "loss on"  # the loss plot's legend title (its entries: train, validation)
+TASKS = ("generate", "classify")  # config `task`: a language model, or a classifier (labelled corpora)
+CLASSIFY_MODES = ("sft", "lora", "qlora")  # how a classifier trains: every weight, or LoRA / QLoRA + its head
+CLASS_WEIGHTS = ("", "balanced")  # classify.class_weights the page offers: none, or balanced
 RUN_COLUMNS = ["run", "state", "mode", "step", "val_loss", "val_bpc", "error"]  # the Runs table
 # Words of the trainer's log meant for its command line, and what the page says instead
 PAGE_WORDS = (("; resume with --resume", " — press Resume to continue"),
@@ -52,12 +58,14 @@ OBJECTIVE_SERIES = {
     "dpo": ("accuracy", "reward_margin", "val_accuracy", "val_reward_margin", "val_kl"),
     "distill": ("ce", "kl", "val_kl"),
     "grpo": ("reward", "reward_{}", "kl", "val_reward"),
+    "classify": ("accuracy", "val_accuracy", "val_macro_f1"),
 }
 OBJECTIVE_FACTS = {  # (status key, i18n key of its label, format)
     "dpo": (("val_accuracy", "f_val_accuracy", "{:.2f}"), ("val_reward_margin", "f_val_reward_margin", "{:.3g}"),
             ("val_kl", "f_val_kl_dpo", "{:.3g}")),
     "distill": (("val_kl", "f_val_kl_distill", "{:.3g}"), ("val_ppl", "f_val_ppl", "{:.2f}")),
     "grpo": (("val_reward", "f_val_reward", "{:.3f}"), ("val_answer_tokens", "f_val_answer_tokens", "{:.0f}")),
+    "classify": (("val_accuracy", "f_val_class_accuracy", "{:.3f}"), ("val_macro_f1", "f_val_macro_f1", "{:.3f}")),
 }
 
 
@@ -84,14 +92,19 @@ def corpus_choices(ctx: AppContext) -> list[str]:
     return [c["name"] for c in ctx.workspace.list_corpora()]
 
 
-def defaults_for(mode: str, weights: str = "full"):
-    """lr, steps and batch size that suit the mode (and, for dpo/distill/grpo, its weights) on this
-    device: the trainer's own defaults. Distill with full weights is taken to train a new student."""
+def defaults_for(mode: str, weights: str = "full", task: str = "generate"):
+    """lr, steps and batch size that suit the mode (and, for dpo/distill/grpo, its weights; for a
+    classifier, its task) on this device: the trainer's own defaults. Distill with full weights is
+    taken to train a new student."""
     device = pick_device()
+    if task == "classify" and mode not in CLASSIFY_MODES:
+        mode = "lora"
     adapter = WEIGHTS.get(weights or "full", "") if mode in ADAPTABLE else ""
     new_model = mode == "pretrain" or (mode == "distill" and not adapter)
     raw = {"mode": mode, "adapter": adapter, "max_steps": 1, "data": {"files": ["corpus"]},
            "model": {"init_from": "" if new_model else "base"}}  # fine-tunes need one to validate
+    if task == "classify":
+        raw["task"] = "classify"
     if mode == "distill":
         raw["distill"] = {"teacher": "teacher"}
     if mode == "grpo":
@@ -126,7 +139,7 @@ def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr,
                  rewards=None, group_size=grpo.DEFAULTS["group_size"], grpo_beta=grpo.DEFAULTS["beta"],
                  max_new_tokens=grpo.DEFAULTS["max_new_tokens"], stop_after="steps",
                  minutes=10.0, processes=1, parallel="ddp", report_to=None, extend_vocab=False,
-                 architecture=compare.DEFAULT_ARCHITECTURE) -> TrainConfig:
+                 architecture=compare.DEFAULT_ARCHITECTURE, task="generate", class_weights="") -> TrainConfig:
     """The run the page describes. dpo, distill and grpo read `weights` (full, lora or qlora); dpo
     reads `beta`; distill reads `teacher` (an offered full model), `temperature` and `kl_weight` (the
     next-token loss on the data weighs 1 - kl_weight); grpo reads `rewards` (grpo.rewards of the
@@ -140,7 +153,10 @@ def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr,
     `extend_vocab` adds the corpus's frequent characters that the starting model's tokenizer
     spells in byte pieces to its vocabulary (fine-tuning modes; minimind.vocabulary).
     `architecture` (compare.ARCHITECTURES: a position encoding, or an LSTM with or without
-    attention) shapes a new model; starting from an existing one it is ignored."""
+    attention) shapes a new model; starting from an existing one it is ignored.
+    `task` "classify" (a labelled corpus only, and the only task it takes) trains a classifier of the
+    corpus's classes with mode sft (every weight), lora or qlora (+ the head), from the shipped
+    model or a finished run; `class_weights` "balanced" weighs every class alike in the loss."""
     if mode not in MODES:
         raise WorkspaceError(f"mode must be one of {', '.join(MODES)}")
     if not corpus:
@@ -158,6 +174,20 @@ def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr,
                              "prompts corpus on the Corpus tab (e.g. the Tang poem prompts sample)")
     if mode != "grpo" and kind == "prompts":
         raise WorkspaceError(f"corpus {corpus!r} holds prompts without answers: train on it with mode grpo")
+    task = task or "generate"
+    if task not in TASKS:
+        raise WorkspaceError(f"task must be one of {', '.join(TASKS)} (got {_shown(task)})")
+    if (class_weights or "") not in CLASS_WEIGHTS:
+        raise WorkspaceError(f"class weights must be none or balanced (got {_shown(class_weights)})")
+    if kind == "labelled" and task != "classify":
+        raise WorkspaceError(f"corpus {corpus!r} holds labelled text: train a classifier on it (task classify)")
+    if task == "classify":
+        if kind and kind != "labelled":
+            raise WorkspaceError(f"a classifier learns from labelled text (a text and a label field); corpus "
+                                 f"{corpus!r} is {kind}: save a labelled corpus (e.g. a CSV with text and label "
+                                 "columns) on the Corpus tab")
+        if mode not in CLASSIFY_MODES:
+            raise WorkspaceError(f"a classifier trains with mode sft (every weight), lora or qlora (got {mode})")
     if (stop_after or "steps") not in STOP_AFTER:
         raise WorkspaceError(f"stop after must be one of {', '.join(STOP_AFTER)} (got {_shown(stop_after)})")
     timed = stop_after == "minutes"
@@ -185,6 +215,11 @@ def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr,
                     "text_field": settings.get("text_field"), "split": settings.get("split", "paragraph"),
                     "strict": settings.get("strict", False), "seq_len": int(seq_len),
                     "cache_dir": str(ctx.workspace.cache)}}
+    if settings.get("label_field"):
+        raw["data"]["label_field"] = settings["label_field"]
+    if task == "classify":
+        raw["task"] = "classify"
+        raw["classify"] = {"class_weights": class_weights or ""}
     if mode == "dpo":
         raw["dpo"] = {"beta": _number(beta, "beta", 0)}
     if mode == "distill":
@@ -199,6 +234,9 @@ def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr,
     if base not in {v for _, v in base_choices(ctx)}:
         raise WorkspaceError("choose what to start from: a new model, the shipped model or a finished run")
     if base.startswith("new:"):
+        if task == "classify":
+            raise WorkspaceError("a classifier fine-tunes an existing model: start from the shipped model or a "
+                                 "finished run")
         if mode not in ("pretrain", "distill"):
             raise WorkspaceError(f"{mode} fine-tunes an existing model: start from the shipped model or a "
                                  "finished run, or choose pretrain")
@@ -464,6 +502,47 @@ def watch_rollouts(ctx: AppContext, run_id):
     return gr.update(value=table, visible=table is not None)
 
 
+def corpus_kind(ctx: AppContext, corpus) -> str | None:
+    """The kind a saved corpus was found to be (None for an unknown name or none chosen)."""
+    if not isinstance(corpus, str) or not corpus:
+        return None
+    try:
+        return ctx.workspace.corpus(corpus).get("summary", {}).get("kind")
+    except (WorkspaceError, OSError, ValueError):
+        return None
+
+
+def on_corpus(ctx: AppContext, corpus, mode, weights):
+    """The classification settings, shown (task classify chosen) for a labelled corpus, hidden (task
+    generate) for any other; a mode a classifier cannot train with becomes lora; the defaults follow."""
+    labelled = corpus_kind(ctx, corpus) == "labelled"
+    if labelled and mode not in CLASSIFY_MODES:
+        mode = "lora"
+    task = "classify" if labelled else "generate"
+    lr_, steps_, batch_ = defaults_for(mode, weights, task)
+    return gr.update(visible=labelled), task, mode, lr_, steps_, batch_
+
+
+def watch_confusion(ctx: AppContext, run_id, drawn=None):
+    """The confusion matrix of the classifier run the page shows, once its confusion.json is written
+    (hidden before, and for other runs), with a line of its figures; `drawn` (a session state) is
+    what was last drawn (run id and file time), so an unchanged matrix is not sent again each tick."""
+    report, key = None, None
+    if run_id:
+        path = ctx.workspace.run_dir(run_id)
+        report = classifiers.read_confusion(path)
+        if report is not None:
+            key = f"{run_id}@{(path / classifiers.CONFUSION_FILE).stat().st_mtime}"
+    if key == (drawn or None):
+        return gr.update(), gr.update(), drawn
+    if report is None:
+        return gr.update(value="", visible=False), gr.update(value=None, visible=False), None
+    line = tr("confusion_line", rows=f"{int(report.get('rows') or 0):,}",
+              accuracy=f"{float(report.get('accuracy') or 0):.3f}", f1=f"{float(report.get('macro_f1') or 0):.3f}")
+    table = classifiers.confusion_styled(report, tr("confusion_corner"))
+    return gr.update(value=line, visible=True), gr.update(value=table, visible=True), key
+
+
 def stop(ctx: AppContext, run_id) -> str:
     if not run_id:
         raise WorkspaceError("choose a run")
@@ -487,6 +566,12 @@ def build(ctx: AppContext) -> None:
                         info=t("mode_info"), elem_id="train-mode")
         corpus = gr.Dropdown(corpus_choices(ctx), label=t("corpus"), value=None, elem_id="train-corpus",
                              allow_custom_value=True)
+    with gr.Row(visible=False, elem_id="train-classify") as classify_row:  # a labelled corpus only
+        task = gr.Radio([(t("task_classify"), "classify"), (t("task_generate"), "generate")], value="generate",
+                        label=t("task"), info=t("task_info"), elem_id="train-task")
+        class_weights = gr.Radio([(t("class_weights_none"), ""), (t("class_weights_balanced"), "balanced")],
+                                 value="", label=t("class_weights"), info=t("class_weights_info"),
+                                 elem_id="train-class-weights")
     with gr.Row(visible=False, elem_id="train-objective") as objective_row:  # dpo, distill and grpo only
         weights = gr.Radio([(t("weights_full"), "full"), ("LoRA", "lora"), ("QLoRA", "qlora")], value="full",
                            label=t("weights"), elem_id="train-weights", visible=False)
@@ -544,7 +629,7 @@ def build(ctx: AppContext) -> None:
     # the new inputs go last: a client that sends the first twelve gets the defaults of the rest
     inputs = [base, mode, corpus, steps, batch, seq_len, lr, accum, precision, rank, alpha, eval_every,
               weights, beta, teacher, temperature, kl_weight, rewards, group_size, grpo_beta, max_new_tokens,
-              stop_after, minutes, processes, parallel, report_to, extend_vocab, architecture]
+              stop_after, minutes, processes, parallel, report_to, extend_vocab, architecture, task, class_weights]
     with gr.Row():
         estimate_btn = gr.Button(t("estimate"), elem_id="estimate-btn")
         start_btn = gr.Button(t("start"), variant="primary", elem_id="start-btn")
@@ -564,6 +649,9 @@ def build(ctx: AppContext) -> None:
     objective_plot = gr.LinePlot(None, x="step", y="value", color="series", color_title="metric",
                                  label=t("objective_curve"), elem_id="objective-plot", visible=False)
     drawn = gr.State([])  # the series the objective plot was last drawn with (see watch_objective)
+    confusion_md = gr.Markdown(visible=False, elem_id="confusion-line")
+    confusion = gr.Dataframe(label=t("confusion"), interactive=False, visible=False, elem_id="confusion-table")
+    confusion_drawn = gr.State(None)  # the confusion matrix last drawn (see watch_confusion)
     rollouts = gr.Dataframe(label=t("rollouts"), interactive=False, wrap=True, elem_id="rollouts-table",
                             visible=False)
     log = gr.Textbox(label=t("log"), lines=8, max_lines=15, elem_id="train-log")
@@ -582,17 +670,20 @@ def build(ctx: AppContext) -> None:
                                      interactive=False, elem_id="compare-table")
     timer = gr.Timer(2.0)
 
-    def on_mode(m, w):
-        lr_, steps_, batch_ = defaults_for(m, w)
+    def on_mode(m, w, tk):
+        lr_, steps_, batch_ = defaults_for(m, w, tk)
         dpo, distill, adaptable = m == "dpo", m == "distill", m in ADAPTABLE
         shown = [adaptable, adaptable, dpo, distill, distill, distill, m == "grpo"]
         return (lr_, steps_, batch_, *(gr.update(visible=v) for v in shown))
 
-    mode.change(on_mode, [mode, weights], [lr, steps, batch, objective_row, weights, beta, teacher, temperature,
+    mode.change(on_mode, [mode, weights, task], [lr, steps, batch, objective_row, weights, beta, teacher, temperature,
                                            kl_weight, grpo_box], api_name=False)
     for ticked, box in reward_toggles:
         ticked.change(lambda on: gr.update(visible=on), [ticked], [box], api_name=False)
     weights.change(lambda m, w: defaults_for(m, w), [mode, weights], [lr, steps, batch], api_name=False)
+    corpus.change(lambda c, m, w: on_corpus(ctx, c, m, w), [corpus, mode, weights],
+                  [classify_row, task, mode, lr, steps, batch], api_name=False)
+    task.input(lambda m, w, tk: defaults_for(m, w, tk), [mode, weights, task], [lr, steps, batch], api_name=False)
     stop_after.change(lambda how: (gr.update(visible=how != "minutes"), gr.update(visible=how == "minutes")),
                       [stop_after], [steps, minutes], api_name=False)
     # /watch_run keeps its seven outputs; the objective's plot follows it, for the run it chose
@@ -608,15 +699,19 @@ def build(ctx: AppContext) -> None:
     objective_watcher = user_errors(lambda r, series: watch_objective(ctx, r, series))
     rollout_watcher = user_errors(lambda r: watch_rollouts(ctx, r))
     message_watcher = user_errors(lambda r: run_message(ctx, r))
+    confusion_watcher = user_errors(lambda r, d: watch_confusion(ctx, r, d))
     quiet = dict(api_name=False, show_progress="hidden")
     refresh_btn.click(watcher, [run_id], watch_outputs, api_name="watch_run").then(
         objective_watcher, [run_id, drawn], [objective_plot, drawn], api_name="watch_objective").then(
         rollout_watcher, [run_id], [rollouts], api_name="watch_rollouts").then(
-        message_watcher, [run_id], [message], **quiet)
+        message_watcher, [run_id], [message], **quiet).then(
+        confusion_watcher, [run_id, confusion_drawn], [confusion_md, confusion, confusion_drawn],
+        api_name="watch_confusion")
     timer.tick(watcher, [run_id], watch_outputs, **quiet).then(
         objective_watcher, [run_id, drawn], [objective_plot, drawn], **quiet).then(
         rollout_watcher, [run_id], [rollouts], **quiet).then(
-        message_watcher, [run_id], [message], **quiet)
+        message_watcher, [run_id], [message], **quiet).then(
+        confusion_watcher, [run_id, confusion_drawn], [confusion_md, confusion, confusion_drawn], **quiet)
 
     def choices():
         return (gr.update(choices=base_choices(ctx)), gr.update(choices=corpus_choices(ctx)),

@@ -1,0 +1,105 @@
+"""Issue 18's classification walk in headless Chromium: a new user uploads a CSV of labelled text
+(Chinese poem lines and English play lines), sees its kind and classes, saves it, and on the Train
+tab is offered the classification task; a short LoRA run (from a tiny stand-in for the shipped
+model, so the walk takes seconds: the real MiniMind-Tang trains the same way, only slower) shows
+its accuracy and macro-F1 and, once finished, its confusion matrix; on the Chat tab the Try panel
+gives the label probabilities of a typed text. Screenshots go to test-artifacts/."""
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from minimind.training import RunDir
+from webapp.app import build_app
+from webapp.workspace import Workspace
+from helpers import ROOT, SAMPLE_TEXTS
+from webapp_helpers import LiveServer, chromium_page, free_port, make_shipped, pick, wait_for
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = ROOT / "test-artifacts"
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium (apt-get install chromium)")]
+
+
+def write_csv(path: Path, n: int = 60) -> Path:
+    """Two classes of clearly different text: pieces of Tang poems ("poem"), of English plays ("play")."""
+    poem, play = "".join(SAMPLE_TEXTS[:3]), " ".join(SAMPLE_TEXTS[3:6])
+    lines = ["text,label"]
+    for i in range(n):
+        source, label = (poem, "poem") if i % 2 else (play, "play")
+        start = (i * 7) % (len(source) - 12)
+        piece = re.sub(r'[,"\n]', " ", source[start:start + 8 + i % 4]).strip() or "x"
+        lines.append(f"{piece},{label}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_a_new_user_trains_a_classifier_sees_its_confusion_matrix_and_tries_it(tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    csv = write_csv(tmp_path / "lines.csv")
+    workspace = tmp_path / "workspace"
+    app = build_app(workspace, shipped_dir=make_shipped(tmp_path / "checkpoints"))
+    with LiveServer(app, free_port()) as server, sync_playwright() as pw:
+        browser, page = chromium_page(pw, CHROMIUM)
+        try:
+            page.goto(server.url)
+            # Corpus: the CSV is labelled text, with its two classes counted
+            page.locator("#tab-corpus input[type=file]").first.set_input_files(str(csv))
+            page.locator("#inspect-btn").click()
+            summary = page.locator("#corpus-summary")
+            expect(summary).to_contain_text("Kind: labelled", timeout=60_000)
+            expect(summary).to_contain_text("Classes (2):")
+            expect(summary).to_contain_text("play: 30")
+            expect(summary).to_contain_text("poem: 30")
+            page.get_by_label("Corpus name").fill("lines")
+            page.locator("#save-corpus-btn").click()
+            expect(page.locator("#corpus-saved")).to_contain_text("lines", timeout=60_000)
+
+            # Train: the labelled corpus offers the classification task
+            page.get_by_role("tab", name="Train").click()
+            expect(page.locator("#train-classify")).to_be_hidden()
+            pick(page, "Start from", "shipped: minimind-tang")
+            pick(page, "Corpus", "lines")
+            expect(page.locator("#train-classify")).to_be_visible()
+            expect(page.locator("#train-task input[value=classify]")).to_be_checked()
+            page.locator("#train-mode").get_by_text("lora", exact=True).click()
+            page.locator("#train-steps input").fill("12")
+            page.get_by_label("Batch size").fill("8")
+            page.get_by_label("Sequence length").fill("32")
+            page.get_by_label("Learning rate").fill("0.003")
+            page.get_by_label("Evaluate every (steps, 0 = auto)").fill("6")
+            page.locator("#start-btn").click()
+            expect(page.locator("#train-message")).to_contain_text(re.compile(r"Queued|is training"), timeout=60_000)
+            run_id = page.locator("#train-run input").input_value()
+            run = RunDir(Workspace(workspace).runs / run_id)
+            wait_for(lambda: run.read_status().get("state") in ("finished", "failed"), timeout=120, what=run_id)
+            assert run.read_status()["state"] == "finished", run.read_status().get("error")
+
+            # the run view: accuracy and macro-F1, their curves, and the confusion matrix
+            expect(page.locator("#train-progress")).to_contain_text("finished: step 12/12", timeout=30_000)
+            expect(page.locator("#train-facts")).to_contain_text("Val macro-F1:")
+            expect(page.locator("#objective-plot")).to_be_visible()
+            expect(page.locator("#confusion-line")).to_contain_text("Confusion matrix", timeout=30_000)
+            table = page.locator("#confusion-table")
+            expect(table).to_be_visible()
+            for text in ("true \\ predicted", "play", "poem"):
+                expect(table).to_contain_text(text)
+            page.screenshot(path=str(ARTIFACTS / "classify-run.png"), full_page=True)
+
+            # Chat tab: the Try panel gives each label's probability for a typed text
+            page.get_by_role("tab", name="Chat").click()
+            pick(page, "Classifier", f"run {run_id}")
+            page.locator("#try-input textarea").fill("床前明月光")
+            page.locator("#try-btn").click()
+            label = page.locator("#try-label")
+            expect(label).to_contain_text("%", timeout=60_000)
+            expect(label).to_contain_text("poem")
+            expect(label).to_contain_text("play")
+            page.screenshot(path=str(ARTIFACTS / "classify-try.png"), full_page=True)
+        finally:
+            browser.close()
