@@ -68,11 +68,11 @@ def test_a_new_user_trains_a_classifier_sees_its_confusion_matrix_and_tries_it(t
             expect(page.locator("#train-classify")).to_be_visible()
             expect(page.locator("#train-task input[value=classify]")).to_be_checked()
             page.locator("#train-mode").get_by_text("lora", exact=True).click()
-            page.locator("#train-steps input").fill("12")
+            page.locator("#train-steps input").fill("30")
             page.get_by_label("Batch size").fill("8")
             page.get_by_label("Sequence length").fill("32")
             page.get_by_label("Learning rate").fill("0.003")
-            page.get_by_label("Evaluate every (steps, 0 = auto)").fill("6")
+            page.get_by_label("Evaluate every (steps, 0 = auto)").fill("10")
             page.locator("#start-btn").click()
             expect(page.locator("#train-message")).to_contain_text(re.compile(r"Queued|is training"), timeout=60_000)
             run_id = page.locator("#train-run input").input_value()
@@ -81,7 +81,7 @@ def test_a_new_user_trains_a_classifier_sees_its_confusion_matrix_and_tries_it(t
             assert run.read_status()["state"] == "finished", run.read_status().get("error")
 
             # the run view: accuracy and macro-F1, their curves, and the confusion matrix
-            expect(page.locator("#train-progress")).to_contain_text("finished: step 12/12", timeout=30_000)
+            expect(page.locator("#train-progress")).to_contain_text("finished: step 30/30", timeout=30_000)
             expect(page.locator("#train-facts")).to_contain_text("Val macro-F1:")
             expect(page.locator("#objective-plot")).to_be_visible()
             expect(page.locator("#confusion-line")).to_contain_text("Confusion matrix", timeout=30_000)
@@ -94,12 +94,14 @@ def test_a_new_user_trains_a_classifier_sees_its_confusion_matrix_and_tries_it(t
             # Chat tab: the Try panel gives each label's probability for a typed text
             page.get_by_role("tab", name="Chat").click()
             pick(page, "Classifier", f"run {run_id}")
-            page.locator("#try-input textarea").fill("床前明月光")
+            poem_line = csv.read_text(encoding="utf-8").splitlines()[2].rsplit(",", 1)[0]  # a "poem" row it learnt
+            page.locator("#try-input textarea").fill(poem_line)
             page.locator("#try-btn").click()
             label = page.locator("#try-label")
             expect(label).to_contain_text("%", timeout=60_000)
             expect(label).to_contain_text("poem")
             expect(label).to_contain_text("play")
+            expect(label.locator("h2")).to_have_text("poem")  # the most likely label, on top
             page.screenshot(path=str(ARTIFACTS / "classify-try.png"), full_page=True)
         finally:
             browser.close()
