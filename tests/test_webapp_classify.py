@@ -297,3 +297,14 @@ def test_the_classify_api_takes_the_same_key_as_v1(trained):
         assert client.get("/api/classify").status_code == 401
         ok = client.post("/api/classify", json=payload, headers={"Authorization": "Bearer sesame"})
         assert ok.status_code == 200
+
+
+def test_a_full_classifier_run_is_a_base_for_a_classifier_not_a_teacher(ctx):
+    run_id = hand_written_run(ctx)
+    step = ctx.workspace.runs / run_id / "checkpoints" / "step-4"
+    step.mkdir(parents=True)
+    (step / "config.json").write_text(json.dumps({"architectures": ["MiniMindForSequenceClassification"]}))
+    assert f"run:{run_id}" in {v for _, v in train_tab.base_choices(ctx)}
+    assert f"run:{run_id}" in {v for _, v in classifiers.classifier_choices(ctx)}
+    teachers = {v for _, v in train_tab.teacher_choices(ctx)}
+    assert f"run:{run_id}" not in teachers and "shipped:minimind-tang" in teachers

@@ -79,13 +79,21 @@ def base_choices(ctx: AppContext) -> list[tuple[str, str]]:
     """New models by preset, the shipped models, and finished full-model runs."""
     choices = [(tr("new_model_auto"), "new:auto")]
     choices += [(tr("new_model", name=name), f"new:{name}") for name in PRESETS]
-    return choices + teacher_choices(ctx)
+    return choices + full_models(ctx)
+
+
+def full_models(ctx: AppContext) -> list[tuple[str, str]]:
+    """The offered full models (an adapter run is not a model of its own), classifiers included."""
+    return [(label, model_id) for label, model_id, folder in ctx.offered_models()
+            if not (folder / "adapter_config.json").is_file()]
 
 
 def teacher_choices(ctx: AppContext) -> list[tuple[str, str]]:
-    """Distillation teachers: the offered full models (an adapter run is not a model of its own)."""
+    """Distillation teachers: the offered full models that write text (no classifier)."""
+    from minimind.checkpoint import is_classifier
+
     return [(label, model_id) for label, model_id, folder in ctx.offered_models()
-            if not (folder / "adapter_config.json").is_file()]
+            if not (folder / "adapter_config.json").is_file() and not is_classifier(folder)]
 
 
 def corpus_choices(ctx: AppContext) -> list[str]:
