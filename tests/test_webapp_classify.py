@@ -102,6 +102,18 @@ def test_a_labelled_corpus_offers_the_classify_task(ctx, tmp_path):
     assert train_tab.on_corpus(ctx, "no such corpus", "sft", "full")[1] == "generate"
 
 
+def test_picking_a_corpus_of_the_same_kind_keeps_the_typed_settings(ctx, tmp_path):
+    """A corpus change that changes neither task nor mode leaves steps, rate and batch alone: its answer
+    can arrive after the user typed them (a browser test trained 100 steps instead of the 6 typed)."""
+    saved_labelled(ctx, tmp_path)
+    ctx.workspace.save_corpus("poems", [write_csv(tmp_path / "p.csv")], {"kind": "auto"},
+                              {"kind": "text", "documents": 40})
+    kept = train_tab.on_corpus(ctx, "poems", "lora", "full", "generate")
+    assert kept[1:3] == ("generate", "lora") and all(update == {"__type__": "update"} for update in kept[3:])
+    switched = train_tab.on_corpus(ctx, "reviews", "lora", "full", "generate")
+    assert switched[1] == "classify" and switched[3] == pytest.approx(1e-3)
+
+
 def test_the_classify_config_is_built_and_wrong_choices_are_refused(ctx, tmp_path):
     saved_labelled(ctx, tmp_path)
     config = train_tab.build_config(ctx, "shipped:minimind-tang", "lora", "reviews", *NUMBERS,

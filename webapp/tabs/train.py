@@ -520,15 +520,18 @@ def corpus_kind(ctx: AppContext, corpus) -> str | None:
         return None
 
 
-def on_corpus(ctx: AppContext, corpus, mode, weights):
+def on_corpus(ctx: AppContext, corpus, mode, weights, task=None):
     """The classification settings, shown (task classify chosen) for a labelled corpus, hidden (task
-    generate) for any other; a mode a classifier cannot train with becomes lora; the defaults follow."""
+    generate) for any other; a mode a classifier cannot train with becomes lora; the defaults follow,
+    but only when the task or mode changes: picking another corpus of the same kind keeps the steps,
+    rate and batch the user typed (and an answer arriving after their typing cannot undo it)."""
     labelled = corpus_kind(ctx, corpus) == "labelled"
-    if labelled and mode not in CLASSIFY_MODES:
-        mode = "lora"
-    task = "classify" if labelled else "generate"
-    lr_, steps_, batch_ = defaults_for(mode, weights, task)
-    return gr.update(visible=labelled), task, mode, lr_, steps_, batch_
+    new_mode = "lora" if labelled and mode not in CLASSIFY_MODES else mode
+    new_task = "classify" if labelled else "generate"
+    if task is not None and new_task == task and new_mode == mode:
+        return gr.update(visible=labelled), task, mode, gr.update(), gr.update(), gr.update()
+    lr_, steps_, batch_ = defaults_for(new_mode, weights, new_task)
+    return gr.update(visible=labelled), new_task, new_mode, lr_, steps_, batch_
 
 
 def watch_confusion(ctx: AppContext, run_id, drawn=None):
@@ -689,7 +692,7 @@ def build(ctx: AppContext) -> None:
     for ticked, box in reward_toggles:
         ticked.change(lambda on: gr.update(visible=on), [ticked], [box], api_name=False)
     weights.change(lambda m, w: defaults_for(m, w), [mode, weights], [lr, steps, batch], api_name=False)
-    corpus.change(lambda c, m, w: on_corpus(ctx, c, m, w), [corpus, mode, weights],
+    corpus.change(lambda c, m, w, tk: on_corpus(ctx, c, m, w, tk), [corpus, mode, weights, task],
                   [classify_row, task, mode, lr, steps, batch], api_name=False)
     task.input(lambda m, w, tk: defaults_for(m, w, tk), [mode, weights, task], [lr, steps, batch], api_name=False)
     stop_after.change(lambda how: (gr.update(visible=how != "minutes"), gr.update(visible=how == "minutes")),
