@@ -102,7 +102,7 @@ def measure(name: str, variant: str, minutes: float, steps: int) -> dict:
 
     tag = "arch-" + variant.replace(" ", "").replace("+", "-").replace("(", "").replace(")", "")
     overrides = list(VARIANTS[variant])
-    if not variant.startswith("lstm"):
+    if "model.architecture=lstm" not in overrides:
         overrides += TRANSFORMER + ["time_budget_s=0", f"max_steps={steps}"]
     scored = train_and_score(name, minutes * 60, overrides, tag=tag)
     run_dir = CACHE / "runs" / f"{name}-{tag}"

@@ -124,7 +124,28 @@ def classifier_from(model, classes: list[str], seed: int = 0) -> MiniMindForSequ
     return classifier.train(model.training)
 
 
+def is_classifier_model(model) -> bool:
+    """Whether a loaded model (or a runner of an export) is a sequence classifier."""
+    return type(model).__name__ == CLASSIFIER_ARCHITECTURE or (
+        CLASSIFIER_ARCHITECTURE in (getattr(model.config, "architectures", None) or []))
+
+
 @torch.no_grad()
+def class_logits(model, rows: list[list[int]], pad_id: int, batch_size: int = 32) -> torch.Tensor:
+    """(len(rows), num_labels) float32 logits on the CPU of token-id rows, right-padded in batches."""
+    device = next(model.parameters()).device
+    out = []
+    for start in range(0, len(rows), batch_size):
+        chunk = rows[start:start + batch_size]
+        width = max(len(row) for row in chunk)
+        input_ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(chunk), width), dtype=torch.long)
+        for i, row in enumerate(chunk):
+            input_ids[i, :len(row)], mask[i, :len(row)] = torch.as_tensor(row), 1
+        out.append(model(input_ids=input_ids.to(device), attention_mask=mask.to(device)).logits.float().cpu())
+    return torch.cat(out)
+
+
 def predict(model, tokenizer, texts: list[str], max_tokens: int | None = None,
             batch_size: int = 32) -> list[dict[str, float]]:
     """{label: probability} for each text, classes in id order: the text encoded exactly as the
@@ -136,21 +157,10 @@ def predict(model, tokenizer, texts: list[str], max_tokens: int | None = None,
         texts = [texts]
     limit = max_tokens or model.config.max_position_embeddings
     classes = classes_of(model)
-    device = next(model.parameters()).device
     was_training = model.training
     model.eval()
-    out = []
     try:
-        for start in range(0, len(texts), batch_size):
-            ids = classify_ids(tokenizer, list(texts[start:start + batch_size]), limit)
-            width = max(len(row) for row in ids)
-            input_ids = torch.full((len(ids), width), tokenizer.pad_token_id, dtype=torch.long)
-            mask = torch.zeros((len(ids), width), dtype=torch.long)
-            for i, row in enumerate(ids):
-                input_ids[i, :len(row)], mask[i, :len(row)] = torch.as_tensor(row), 1
-            logits = model(input_ids=input_ids.to(device), attention_mask=mask.to(device)).logits
-            for row in logits.float().softmax(-1).cpu().tolist():
-                out.append(dict(zip(classes, row)))
+        logits = class_logits(model, classify_ids(tokenizer, list(texts), limit), tokenizer.pad_token_id, batch_size)
     finally:
         model.train(was_training)
-    return out
+    return [dict(zip(classes, row)) for row in logits.softmax(-1).tolist()]

@@ -368,10 +368,9 @@ class MiniMindLSTMForCausalLM(MiniMindLSTMPreTrainedModel, GenerationMixin):
         one CPU thread), so single steps run as two small products per layer instead."""
         lstm, (h0, c0) = self.lstm, hx
         inp, hs, cs = x[:, 0], [], []
+        weights = lstm._flat_weights  # per layer: weight_ih, weight_hh, bias_ih, bias_hh (no attribute lookups)
         for layer in range(lstm.num_layers):
-            h, c = _VF.lstm_cell(inp, (h0[layer], c0[layer]), getattr(lstm, f"weight_ih_l{layer}"),
-                                 getattr(lstm, f"weight_hh_l{layer}"), getattr(lstm, f"bias_ih_l{layer}"),
-                                 getattr(lstm, f"bias_hh_l{layer}"))
+            h, c = _VF.lstm_cell(inp, (h0[layer], c0[layer]), *weights[4 * layer:4 * layer + 4])
             hs.append(h)
             cs.append(c)
             inp = h

@@ -320,3 +320,19 @@ def test_a_full_classifier_run_is_a_base_for_a_classifier_not_a_teacher(ctx):
     assert f"run:{run_id}" in {v for _, v in classifiers.classifier_choices(ctx)}
     teachers = {v for _, v in train_tab.teacher_choices(ctx)}
     assert f"run:{run_id}" not in teachers and "shipped:minimind-tang" in teachers
+
+
+def test_the_classify_api_is_bounded_like_v1(trained):
+    """Requests beyond the server's admission queue get 429 at once, not an unbounded wait."""
+    from minimind.serving.pool import GenerationPool
+    from webapp.gate import Access
+
+    ws_path, shipped, run_id = trained
+    app = build_app(ws_path, shipped_dir=shipped, background_jobs=False, access=Access())
+    app.state.pool = GenerationPool(max_queue=1)
+    with TestClient(app) as client:
+        held = app.state.pool.admit()  # the one slot is taken
+        refused = client.post("/api/classify", json={"model": f"run-{run_id}", "texts": ["x"]})
+        assert refused.status_code == 429 and refused.json()["error"]["code"] == "queue_full"
+        held.release()
+        assert client.post("/api/classify", json={"model": f"run-{run_id}", "texts": ["x"]}).status_code == 200

@@ -22,6 +22,7 @@ from fastapi import FastAPI, Request
 
 from minimind.errors import MiniMindError
 from minimind.serving.guards import parse_json
+from minimind.serving.pool import QueueFull
 from minimind.serving.protocol import ApiError, bad_request
 
 from . import classifiers
@@ -93,10 +94,16 @@ def add_classify_routes(app: FastAPI, ctx: AppContext) -> None:
             texts = classifiers.check_texts(body["texts"])
         except classifiers.ClassifyError as err:
             raise bad_request(str(err), "texts") from None
+        try:  # the /v1 pool's admission: bounded waiting, a 429 beyond it (as generation requests get)
+            ticket = request.app.state.pool.admit()
+        except QueueFull as err:
+            raise ApiError(429, str(err), type="rate_limit_error", code="queue_full") from err
         try:
             results = await asyncio.to_thread(classifiers.classify, ctx, names[name], texts)
         except MiniMindError as err:
             raise ApiError(400, without_paths(str(err)), param="model", code="model_unusable") from None
+        finally:
+            ticket.release()
         labels = list(results[0]) if results else []
         return {"object": "classification", "model": name, "labels": labels,
                 "results": [{"label": max(p, key=p.get), "probabilities": p} for p in results]}

@@ -113,3 +113,9 @@ def user_errors_gen(fn):
             traceback.print_exc()
             raise gr.Error(INTERNAL_ERROR, print_exception=False) from None
     return wrapper
+
+
+def shown(value, limit: int = 40) -> str:
+    """A value a visitor sent, as an error message quotes it: its repr, cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"

@@ -64,7 +64,7 @@ def parse_formats(text: str, model_dir: str, adapter: str | None) -> list[str]:
     """The requested formats; "all" means every format that applies to this model."""
     import json
 
-    from ..checkpoint import is_adapter, load_tokenizer_for
+    from ..checkpoint import is_adapter, is_classifier, load_tokenizer_for
     from ..export.formats import FORMATS
     from ..vocabulary import has_added_characters
 
@@ -89,7 +89,7 @@ def parse_formats(text: str, model_dir: str, adapter: str | None) -> list[str]:
     not_llama = not_llama_shaped(config) is not None  # experts, other positions, other families
     extended = has_added_characters(load_tokenizer_for(adapter or model_dir))  # GGUF cannot carry them
     no_onnx = bool(missing_packages()) or onnx_refusal(config) is not None  # not installed, or experts
-    if "MiniMindForSequenceClassification" in (fields.get("architectures") or []):
+    if is_classifier(config_dir):
         return [] if no_onnx else [f for f in FORMATS if f.startswith("onnx")]  # a classifier: ONNX only
     return [f for f, spec in FORMATS.items()
             if not (spec.dense_only and not_llama) and (f != "merged" or has_adapter)

@@ -246,8 +246,8 @@ def _check_columns(names: list[str], info: CorpusFile, config: DataConfig, posit
     columns = needed_columns(names, config.kind, config.text_field, config.label_field)
     if columns is None:
         want = (expected_fields(config.text_field) if config.kind == "auto" else
-                labels.expected(config.text_field, config.label_field) if "labelled" in (config.kind, config.label_field
-                                                                                  and "labelled") else
+                labels.expected(config.text_field, config.label_field)
+                if config.kind == "labelled" or config.label_field else
                 f"the columns of kind {config.kind!r}")
         shown = ", ".join(snippet(n, 30) for n in names[:12]) or "none"
         raise CorpusError(f"no text-like column: found columns [{shown}]; expected {want}", info.name, position)

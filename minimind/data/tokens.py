@@ -235,16 +235,20 @@ def classify_ids(tokenizer, texts: list[str], seq_len: int) -> list[list[int]]:
     """Token ids of each text as a classifier reads it: its first seq_len - 1 tokens, then EOS (the
     last token, whose hidden state the classifier pools, is always the same marker of the end). The
     trainer's rows and `minimind.classifier.predict` both encode with this."""
+    return _classifier_rows(tokenizer, encode(tokenizer, texts), seq_len)
+
+
+def _classifier_rows(tokenizer, encoded: list[list[int]], seq_len: int) -> list[list[int]]:
     eos = tokenizer.eos_token_id
-    return [ids[:seq_len - 1] + [eos] for ids in encode(tokenizer, texts)]
+    return [ids[:seq_len - 1] + [eos] for ids in encoded]
 
 
 def classify_batch(batch: dict, tokenizer, seq_len: int, label_ids: dict) -> dict:
     """`Dataset.map` step for labelled text: ids (see `classify_ids`), the class id, and `length`, the
-    text's tokens uncut (to count truncations)."""
-    lengths = count_tokens(tokenizer, batch["text"])
-    return {"input_ids": classify_ids(tokenizer, batch["text"], seq_len),
-            "label": [label_ids[label] for label in batch["label"]], "length": lengths}
+    text's tokens uncut (to count truncations). Each text is encoded once for both."""
+    encoded = encode(tokenizer, batch["text"])
+    return {"input_ids": _classifier_rows(tokenizer, encoded, seq_len),
+            "label": [label_ids[label] for label in batch["label"]], "length": [len(ids) for ids in encoded]}
 
 
 def token_lengths(dataset: Dataset, kind: str, tokenizer, batch_size: int = 1000) -> np.ndarray:

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..classifier import is_classifier_model
+from ..lstm import is_lstm
 from ..errors import ExportError
 from .card import write_card
 from .formats import DTYPES, FORMATS, lstm_refusal, tolerance_for
@@ -25,7 +27,7 @@ from .merged import default_merged_as, write_merged
 from .onnx import onnx_refusal, require_onnx, write_onnx
 from .quantized import write_bnb, write_int8
 from .source import Source, load_source
-from .verify import (Reference, as_documents, check, is_classifier_model, load_export, make_classifier_reference,
+from .verify import (Reference, as_documents, check, load_export, make_classifier_reference,
                      make_reference)
 
 
@@ -86,7 +88,7 @@ def _stored_as(fmt: str, config, merged_as: str | None) -> str:
     if fmt.startswith("onnx"):
         return ("ONNX graph, Llama decoder-with-past inputs/outputs; config.json "
                 + ("in Llama form" if dense else "in MiniMind form"))
-    if getattr(config, "model_type", None) == "minimind-lstm":  # only hf and merged hold one (lstm_refusal)
+    if is_lstm(config):  # only hf and merged hold one (lstm_refusal)
         return "MiniMind LSTM folder (model_type minimind-lstm; `import minimind` before loading)"
     if fmt == "hf" or (fmt == "merged" and (merged_as or default_merged_as(config)) == "hf"):
         return "MiniMind folder (model_type minimind; `import minimind` before loading)"

@@ -43,7 +43,6 @@ class FormatSpec:
     load_hint: str        # how a user loads it (shown in the model card)
     dense_only: bool = False
     holds_lstm: bool = False  # carries an LSTM model (minimind/lstm.py): only the MiniMind folder forms do
-    optional: str | None = None  # pip command of the optional packages it needs, if any
 
 
 _AUTO = "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
@@ -53,7 +52,6 @@ _ONNX = ("# the graph's inputs/outputs are Optimum's Llama decoder-with-past lay
          "# or, with the KV cache handled for you:\n"
          "from minimind.export.onnx import OnnxCausalLM\n"
          "print(OnnxCausalLM(FOLDER).generate_greedy([0, 42], 32))")
-_ONNX_INSTALL = "pip install onnx onnxscript onnxruntime"
 
 FORMATS: dict[str, FormatSpec] = {spec.name: spec for spec in [
     FormatSpec("hf", "MiniMind Hugging Face folder (safetensors)", EXACT,
@@ -89,9 +87,9 @@ FORMATS: dict[str, FormatSpec] = {spec.name: spec for spec in [
                + _AUTO + "model = AutoModelForCausalLM.from_pretrained(FOLDER, gguf_file='FILE')",
                dense_only=True),
     FormatSpec("onnx", "ONNX decoder-with-past graph (float32, KV cache in/out) + tokenizer, for ONNX Runtime",
-               ONNX, _ONNX, optional=_ONNX_INSTALL),
+               ONNX, _ONNX),
     FormatSpec("onnx-int8", "ONNX decoder-with-past graph, ONNX Runtime dynamic int8 quantization (MatMul)",
-               ONNX_INT8, _ONNX, optional=_ONNX_INSTALL),
+               ONNX_INT8, _ONNX),
 ]}
 
 DTYPES = ("float32", "bfloat16", "float16")

@@ -45,6 +45,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ..classifier import is_classifier_model
 from ..errors import ExportError
 from ..tokenizer import save_tokenizer
 from .llama import llama_config, not_llama_shaped
@@ -161,10 +162,6 @@ class ClassifierGraph(nn.Module):
         return self.classifier.score(hidden[rows, last_token_index(attention_mask, hidden)])
 
 
-def is_classifier(model) -> bool:
-    return hasattr(model, "score") and not hasattr(model, "lm_head")
-
-
 def io_names(config) -> tuple[list[str], list[str]]:
     """(input names, output names) of the graph, in order."""
     past, present = [], []
@@ -193,7 +190,7 @@ def _eager_attention(model):
         config.attention_impl = old
 
 
-def _name_axes(path: Path, config) -> None:
+def _name_axes(path: Path) -> None:
     """Give the dynamic axes the names Optimum uses (the exporter calls them s0, s1, ...)."""
     import onnx
 
@@ -286,7 +283,7 @@ def export_graph(model: nn.Module, path: Path) -> Path:
             raise ExportError(f"tracing the model to ONNX failed: {type(err).__name__}: "
                               f"{str(err).splitlines()[0] if str(err) else ''}") from err
         program.save(str(path), external_data=True)
-    _name_axes(path, config)
+    _name_axes(path)
     return path
 
 
@@ -332,7 +329,7 @@ def _write_config(model: nn.Module, folder: Path) -> None:
     look for), else MiniMind's (a classifier's holds its id2label / label2id); plus
     generation_config.json. `use_cache` tells loaders the graph
     takes and returns the KV cache."""
-    if not_llama_shaped(model.config) is None and not is_classifier(model):
+    if not_llama_shaped(model.config) is None and not is_classifier_model(model):
         config = llama_config(model.config, "float32")
         config.use_cache = True
         config.save_pretrained(folder)
@@ -347,9 +344,8 @@ def _write_config(model: nn.Module, folder: Path) -> None:
 
 def write_onnx(model: nn.Module, tokenizer, folder: Path, quantize: bool = False) -> Path:
     """Write the ONNX folder (see the module docstring); returns the folder."""
-    require_onnx()
     folder.mkdir(parents=True, exist_ok=True)
-    trace = export_classifier_graph if is_classifier(model) else export_graph
+    trace = export_classifier_graph if is_classifier_model(model) else export_graph
     if quantize:
         with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".onnx-float-") as tmp:
             float_graph = trace(model, Path(tmp) / GRAPH)
@@ -363,10 +359,11 @@ def write_onnx(model: nn.Module, tokenizer, folder: Path, quantize: bool = False
 
 # ---- running an export (verification, tests, and a reference for users) ----
 
-class OnnxCausalLM:
-    """An ONNX export run by ONNX Runtime on the CPU, with the call shape the evaluator and the
-    checks use for PyTorch models: `model(input_ids=..., attention_mask=...).logits`. Each call
-    starts from an empty cache; `step` runs one call with an explicit cache."""
+class _OnnxRunner:
+    """An ONNX export in an ONNX Runtime session on the CPU, with the few model methods the evaluator
+    and the checks call (an inference graph: eval()/train() change nothing; "parameters" say CPU)."""
+
+    training = False
 
     def __init__(self, folder: str | Path, threads: int | None = None):
         require_onnx()
@@ -380,11 +377,6 @@ class OnnxCausalLM:
         options.log_severity_level = 3
         self.session = ort.InferenceSession(str(folder / GRAPH), options, providers=["CPUExecutionProvider"])
         self.config = AutoConfig.from_pretrained(folder)
-        self.layers = sum(1 for i in self.session.get_inputs() if i.name.endswith(".key"))
-        past = next(i for i in self.session.get_inputs() if i.name.startswith("past_key_values"))
-        self.kv_heads, self.head_dim = past.shape[1], past.shape[3]
-
-    training = False  # an inference graph: the evaluator's eval()/train() calls change nothing
 
     def parameters(self):
         """For callers that read the device from the first parameter: ONNX Runtime runs on the CPU."""
@@ -395,6 +387,18 @@ class OnnxCausalLM:
 
     def train(self, mode: bool = True):
         return self
+
+
+class OnnxCausalLM(_OnnxRunner):
+    """An ONNX export run by ONNX Runtime on the CPU, with the call shape the evaluator and the
+    checks use for PyTorch models: `model(input_ids=..., attention_mask=...).logits`. Each call
+    starts from an empty cache; `step` runs one call with an explicit cache."""
+
+    def __init__(self, folder: str | Path, threads: int | None = None):
+        super().__init__(folder, threads)
+        self.layers = sum(1 for i in self.session.get_inputs() if i.name.endswith(".key"))
+        past = next(i for i in self.session.get_inputs() if i.name.startswith("past_key_values"))
+        self.kv_heads, self.head_dim = past.shape[1], past.shape[3]
 
     def empty_past(self, batch: int) -> list:
         import numpy as np
@@ -441,34 +445,10 @@ class OnnxCausalLM:
         return out
 
 
-class OnnxClassifier:
+class OnnxClassifier(_OnnxRunner):
     """A classifier's ONNX export run by ONNX Runtime on the CPU: `model(input_ids=...,
     attention_mask=...).logits` (batch, num_labels), like the PyTorch classifier; `config`
     carries id2label."""
-
-    training = False
-
-    def __init__(self, folder: str | Path, threads: int | None = None):
-        require_onnx()
-        import onnxruntime as ort
-        from transformers import AutoConfig
-
-        folder = Path(folder)
-        options = ort.SessionOptions()
-        if threads:
-            options.intra_op_num_threads = threads
-        options.log_severity_level = 3
-        self.session = ort.InferenceSession(str(folder / GRAPH), options, providers=["CPUExecutionProvider"])
-        self.config = AutoConfig.from_pretrained(folder)
-
-    def parameters(self):
-        yield torch.zeros(0)
-
-    def eval(self):
-        return self
-
-    def train(self, mode: bool = True):
-        return self
 
     def __call__(self, input_ids, attention_mask=None, **_):
         import numpy as np
@@ -482,9 +462,8 @@ class OnnxClassifier:
 
 def load_onnx(folder: str | Path):
     """The runner for an ONNX export folder: OnnxClassifier when its config names a classifier."""
-    from ..classifier import CLASSIFIER_ARCHITECTURE
+    from ..checkpoint import is_classifier
 
-    config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
-    if CLASSIFIER_ARCHITECTURE in (config.get("architectures") or []):
+    if is_classifier(folder):
         return OnnxClassifier(folder)
     return OnnxCausalLM(folder)

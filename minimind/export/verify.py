@@ -27,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from ..classifier import class_logits
 from ..errors import ExportError
 from ..evaluate import EvalResult, evaluate_documents
 from .formats import Tolerance
@@ -161,29 +162,6 @@ class ClassifierReference:
     pad_id: int
 
 
-def is_classifier_model(model) -> bool:
-    from ..classifier import CLASSIFIER_ARCHITECTURE
-
-    return type(model).__name__ == CLASSIFIER_ARCHITECTURE or (
-        CLASSIFIER_ARCHITECTURE in (getattr(model.config, "architectures", None) or []))
-
-
-@torch.no_grad()
-def _class_logits(model, rows: list[list[int]], pad_id: int, batch_size: int = 16) -> torch.Tensor:
-    """(len(rows), num_labels) logits, rows right-padded in batches (as `classifier.predict`)."""
-    out = []
-    for start in range(0, len(rows), batch_size):
-        chunk = rows[start:start + batch_size]
-        width = max(len(r) for r in chunk)
-        ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(chunk), width), dtype=torch.long)
-        for i, row in enumerate(chunk):
-            ids[i, :len(row)], mask[i, :len(row)] = torch.tensor(row), 1
-        device = _device(model)
-        out.append(model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float().cpu())
-    return torch.cat(out)
-
-
 def make_classifier_reference(model, tokenizer, text: str | list[str] | None = None) -> ClassifierReference:
     """Score the source classifier once on the held-out texts."""
     from ..data.tokens import classify_ids
@@ -192,7 +170,7 @@ def make_classifier_reference(model, tokenizer, text: str | list[str] | None = N
     rows = classify_ids(tokenizer, documents, model.config.max_position_embeddings)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     document_ids = tokenizer(documents, add_special_tokens=False)["input_ids"]
-    return ClassifierReference(documents, document_ids, rows, _class_logits(model, rows, pad_id), pad_id)
+    return ClassifierReference(documents, document_ids, rows, class_logits(model, rows, pad_id, batch_size=16), pad_id)
 
 
 def check_classifier(model, tokenizer, reference: ClassifierReference, tolerance: Tolerance) -> Verification:
@@ -203,7 +181,7 @@ def check_classifier(model, tokenizer, reference: ClassifierReference, tolerance
     tokenizer_ok = tokenizer(reference.documents, add_special_tokens=False)["input_ids"] == reference.document_ids
     if not tokenizer_ok:
         problems.append("the exported tokenizer splits the held-out text differently from the source")
-    logits = _class_logits(model, reference.rows, reference.pad_id)
+    logits = class_logits(model, reference.rows, reference.pad_id, batch_size=16)
     picks, wanted = logits.argmax(-1).tolist(), reference.logits.argmax(-1).tolist()
     agree = sum(a == b for a, b in zip(picks, wanted))
     for i, (got, want) in enumerate(zip(picks, wanted)):

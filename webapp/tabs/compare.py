@@ -19,7 +19,7 @@ import yaml
 from minimind.training import RunDir
 from minimind.training.checkpoint import latest_checkpoint
 
-from ..context import AppContext
+from ..context import AppContext, shown as _shown
 from ..i18n import headed, t, tr
 from ..workspace import WorkspaceError
 
@@ -56,11 +56,6 @@ def model_settings(architecture) -> dict:
     if not isinstance(name, str) or name not in ARCHITECTURES:
         raise WorkspaceError(f"architecture must be one of {', '.join(ARCHITECTURES)} (got {_shown(architecture)})")
     return json.loads(json.dumps(ARCHITECTURES[name]))  # a copy the caller may change
-
-
-def _shown(value, limit: int = 40) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _config_model(run: RunDir) -> dict:

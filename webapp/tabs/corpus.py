@@ -17,7 +17,7 @@ from minimind.errors import CorpusError
 
 from ..context import SAMPLES, SAMPLES_DIR, AppContext, user_errors
 from ..i18n import headed, language, t, tr
-from ..workspace import WorkspaceError
+from ..workspace import ALLOWED_TYPES, WorkspaceError
 
 
 def _data_config(ctx: AppContext, kind, text_field, split, strict, label_field=None) -> DataConfig:
@@ -90,7 +90,7 @@ def inspect(ctx: AppContext, uploads, sample, kind, text_field, split, strict, l
     if stats.kind == "prompts":  # for GRPO: what the rewards can check beyond the text
         asks = ", ".join(f"{name} {n:,}" for name, n in stats.params.items()) or tr("none")
         rows.append(tr("c_reward_fields", asks=asks))
-    rows += class_rows(getattr(stats, "classes", None) or {})
+    rows += class_rows(stats.classes or {})
     rows += [f"- {Path(f.name).name}: {f.format}, {f.encoding or tr('binary')}, {f.documents:,} {unit_word(units)}"
              for f in stats.files]
     rows += coverage_rows(ctx, files, _data_config(ctx, kind, text_field, split, strict, label_field))
@@ -199,7 +199,7 @@ def save(ctx: AppContext, name, files, kind, text_field, split, strict, train_to
     if config.label_field:
         settings["label_field"] = config.label_field
     summary = {"kind": stats.kind, "documents": stats.documents, "characters": stats.characters}
-    if getattr(stats, "classes", None):
+    if stats.classes:
         summary["classes"] = dict(stats.classes)
     folder = ctx.workspace.save_corpus(name or Path(files[0]).stem, [Path(f) for f in files], settings, summary)
     message = tr("c_saved", name=folder.name, n=f"{stats.documents:,}", units=unit_word(unit(stats.kind)))
@@ -224,7 +224,7 @@ def build(ctx: AppContext) -> None:
     with gr.Row():
         with gr.Column(scale=2):
             uploads = gr.File(label=t("upload"), file_count="multiple",
-                              file_types=[".txt", ".md", ".jsonl", ".json", ".csv", ".tsv", ".parquet"])
+                              file_types=list(ALLOWED_TYPES))
         with gr.Column(scale=1):
             sample = gr.Dropdown(list(SAMPLES), value=None, label=t("sample"))
             kind = gr.Dropdown(list(KINDS), value="auto", label=t("kind"))

@@ -30,7 +30,7 @@ from minimind.training.sizing import pretrain_lr
 from minimind.vocabulary import MAX_NEW_TOKENS
 
 from .. import classifiers
-from ..context import AppContext, user_errors, without_paths
+from ..context import AppContext, shown as _shown, user_errors, without_paths
 from ..i18n import EN, headed, t, tr
 from ..workspace import WorkspaceError
 from . import compare, grpo
@@ -133,12 +133,6 @@ def _number(value, what: str, low: float, high: float | None = None) -> float:
         span = f"between {low:g} and {high:g}" if high is not None else f"above {low:g}"
         raise WorkspaceError(f"{what} must be a number {span} (got {_shown(value)})")
     return number
-
-
-def _shown(value, limit: int = 40) -> str:
-    """A value a visitor sent, as an error message quotes it: its repr, cut to `limit` characters."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr, accum, precision,
