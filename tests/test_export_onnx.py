@@ -184,7 +184,8 @@ def test_a_classifier_exports_with_its_labels(classifier_dir, tmp_path, capsys):
     rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("onnx")}
     assert set(rows) == {"onnx", "onnx-int8"}                 # "all" of a classifier: the ONNX formats
     n = len(DEFAULT_EVAL_TEXT)  # no held-out file and no run: the built-in lines
-    assert re.search(rf" labels {n}/{n} ", rows["onnx"]), out
+    assert re.search(rf"  -  +-  +{n}/{n}  ", rows["onnx"]), out  # no labels: no accuracy; every label as the source's
+    assert re.search(r"^format +size +accuracy +delta +labels +path", out, re.M), out
     config = json.loads((tmp_path / "onnx" / "config.json").read_text())
     assert config["id2label"] == {"0": "poem", "1": "play", "2": "letter"}
     graph = onnx.load(str(tmp_path / "onnx" / "model.onnx"), load_external_data=False)
@@ -196,3 +197,43 @@ def test_a_classifier_exports_with_its_labels(classifier_dir, tmp_path, capsys):
 def test_a_classifier_is_refused_by_language_model_formats(classifier_dir, tmp_path):
     with pytest.raises(ExportError, match="a sequence classifier exports as onnx or onnx-int8"):
         export(classifier_dir, "gguf-q8_0", tmp_path / "gguf")
+
+
+def test_a_labelled_held_out_file_gives_a_classifier_export_its_accuracy(classifier_dir, tmp_path, capsys):
+    """`--eval-file` with text + label records: the table shows the export's accuracy, which is the
+    classifier's own on those texts (measured here with `predict`, a different code path)."""
+    from minimind.checkpoint import load_model, load_tokenizer_for
+    from minimind.classifier import predict
+
+    texts = [t for t in EVAL_TEXTS if t.strip()][:6]
+    labels = ["poem", "play", "letter"] * 2
+    held = tmp_path / "held.jsonl"
+    held.write_text("".join(json.dumps({"text": t, "label": y}, ensure_ascii=False) + "\n"
+                            for t, y in zip(texts, labels)), encoding="utf-8")
+    code = main(["export", "--model", str(classifier_dir), "--format", "onnx", "--out", str(tmp_path / "x"),
+                 "--eval-file", str(held)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    probabilities = predict(load_model(classifier_dir), load_tokenizer_for(classifier_dir), texts)
+    expected = sum(max(p, key=p.get) == y for p, y in zip(probabilities, labels)) / len(labels)
+    assert f"source accuracy {expected:.2%} on held.jsonl" in out, out
+    row = next(line for line in out.splitlines() if line.startswith("onnx"))
+    assert f" {expected:.2%} " in row and " +0.00 pt " in row and " 6/6 " in row, out
+    card = (tmp_path / "x" / "onnx" / "README.md").read_text(encoding="utf-8")
+    assert f"Held-out accuracy | {expected:.2%} (source {expected:.2%})" in card
+    config = json.loads((tmp_path / "x" / "onnx" / "config.json").read_text())
+    assert config["use_cache"] is False  # the classifier graph takes no KV cache
+
+
+def test_an_unverified_classifier_export_is_still_described_as_a_classifier(classifier_dir, tmp_path):
+    result = export(classifier_dir, "onnx", tmp_path / "onnx", verify=False)
+    assert result.classifier and "sequence classifier" in result.stored_as
+    card = (tmp_path / "onnx" / "README.md").read_text(encoding="utf-8")
+    assert "input_ids, attention_mask" in card and "past_key_values" not in card
+
+
+def test_labels_must_match_the_texts(classifier_dir, tmp_path):
+    with pytest.raises(ExportError, match="one label per non-empty text"):
+        export(classifier_dir, "onnx", tmp_path / "onnx", eval_text=["a", "b"], eval_labels=["poem"])
+    with pytest.raises(ExportError, match="give both"):
+        export(classifier_dir, "onnx", tmp_path / "onnx", eval_labels=["poem"])

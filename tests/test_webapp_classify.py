@@ -336,3 +336,53 @@ def test_the_classify_api_is_bounded_like_v1(trained):
         assert refused.status_code == 429 and refused.json()["error"]["code"] == "queue_full"
         held.release()
         assert client.post("/api/classify", json={"model": f"run-{run_id}", "texts": ["x"]}).status_code == 200
+
+
+# ---- Export tab: a classifier run exports as ONNX, scored for accuracy on its held-out split ----
+
+def test_a_classifier_run_holds_out_the_texts_its_trainer_held_out(trained):
+    """The export's held-out texts of a labelled run are the trainer's stratified validation split:
+    their class counts are the row sums of the run's own confusion matrix."""
+    from minimind.export.heldout import validation_labels
+
+    ws_path, _, run_id = trained
+    run = ws_path / "runs" / run_id
+    texts, labels = validation_labels(run)
+    confusion = json.loads((run / "confusion.json").read_text(encoding="utf-8"))
+    counts = {c: sum(row) for c, row in zip(confusion["labels"], confusion["matrix"])}
+    assert {c: labels.count(c) for c in set(labels)} == counts and len(texts) == len(labels)
+    # ... and, token for token, the rows the trainer prepared for validation (its own cache)
+    from minimind.checkpoint import load_tokenizer_for
+    from minimind.data import classify_ids, prepare_corpus
+
+    config = TrainConfig.load(run / "config.yaml")
+    tokenizer = load_tokenizer_for(sorted((run / "checkpoints").iterdir())[-1])
+    prepared = prepare_corpus(config.data.files, tokenizer, config.data)
+    trainer_rows = sorted(map(tuple, prepared.validation["input_ids"]))
+    assert sorted(map(tuple, classify_ids(tokenizer, texts, config.data.seq_len))) == trainer_rows
+
+
+def test_a_classifier_run_exports_as_onnx_with_its_held_out_accuracy(trained, trained_ctx):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    from webapp.tabs import export as export_tab
+
+    ctx, run_id = trained_ctx, trained[2]
+    run = trained[0] / "runs" / run_id
+    picked = export_tab.formats_for(ctx, f"run:{run_id}")  # picking the classifier checks ONNX
+    assert picked["value"] == ["onnx"] and "ONNX only" in picked["info"]
+    assert "value" not in export_tab.formats_for(ctx, "shipped:minimind-tang")  # a language model: kept
+    from minimind.export import applicable_formats
+    assert applicable_formats(ctx.model_folder(f"run:{run_id}")) == ["onnx", "onnx-int8"]  # a LoRA classifier
+    table, downloads, message = export_tab.run_export(ctx, f"run:{run_id}", ["onnx", "hf"], None)
+    rows = {row["format"]: row for row in table.to_dict("records")}
+    assert list(table.columns) == export_tab.CLASSIFIER_COLUMNS
+    assert rows["onnx"]["status"] == "verified" and rows["hf"]["status"].startswith("failed")
+    assert "exports as onnx" in rows["hf"]["status"]
+    # the source's accuracy on the run's validation split is what the run measured there last
+    status = json.loads((run / "status.json").read_text())
+    assert rows["onnx"]["source accuracy %"] == pytest.approx(100 * status["val_accuracy"], abs=0.01)
+    assert rows["onnx"]["accuracy %"] == pytest.approx(rows["onnx"]["source accuracy %"], abs=0.01)
+    assert rows["onnx"]["labels as source"].split("/")[0] == rows["onnx"]["labels as source"].split("/")[1]
+    assert "validation split of run" in message and "source classifier scores" in message
+    assert [d for d in downloads if d.endswith("-onnx.zip")]

@@ -129,12 +129,18 @@ def prepare_corpus(files, tokenizer, config: DataConfig | None = None) -> Prepar
     return _load(folder, meta, docs, from_cache)
 
 
-def _build(docs: Documents, tokenizer, config: DataConfig, work: Path, fingerprint: str) -> dict:
-    if docs.kind == "labelled":  # every class in both splits, in the corpus's proportions
+def document_split(docs: Documents, config: DataConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(train, validation) document indices of a read corpus, as the trainer splits it: a labelled
+    corpus by class (every class in both splits, in the corpus's proportions), any other by a
+    seeded shuffle. The export's held-out text (`export.heldout`) reads the same split."""
+    if docs.kind == "labelled":
         labels = docs.dataset.with_format("arrow")["label"].to_numpy(zero_copy_only=False)
-        train_idx, val_idx = stratified_split(labels, config.val_fraction, config.seed)
-    else:
-        train_idx, val_idx = split_indices(len(docs.dataset), config.val_fraction, config.seed)
+        return stratified_split(labels, config.val_fraction, config.seed)
+    return split_indices(len(docs.dataset), config.val_fraction, config.seed)
+
+
+def _build(docs: Documents, tokenizer, config: DataConfig, work: Path, fingerprint: str) -> dict:
+    train_idx, val_idx = document_split(docs, config)
     splits = {"train": docs.dataset.select(train_idx), "validation": docs.dataset.select(val_idx)}
     stats = docs.stats
     stats.train_documents, stats.val_documents = len(train_idx), len(val_idx)

@@ -11,10 +11,11 @@ gguf-f16, gguf-q8_0, onnx, onnx-int8. One module per job: `hf`, `llama`, `merged
 `exporter` runs the sequence.
 """
 
-from .exporter import ExportResult, export, export_many, export_one
+from .exporter import ExportResult, applicable_formats, export, export_many, export_one
 from .formats import DTYPES, FORMATS, FormatSpec, Tolerance
 from .heldout import default_eval_text, model_name
 from .source import Source, load_source
 
-__all__ = ["DTYPES", "FORMATS", "ExportResult", "FormatSpec", "Source", "Tolerance", "default_eval_text",
+__all__ = ["DTYPES", "FORMATS", "ExportResult", "FormatSpec", "Source", "Tolerance", "applicable_formats",
+           "default_eval_text",
            "export", "export_many", "export_one", "load_source", "model_name"]

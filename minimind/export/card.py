@@ -50,6 +50,9 @@ def render_card(result, tolerance: Tolerance, eval_name: str) -> str:
     elif getattr(result, "labels_total", None) is not None:
         rows.append(("Predicted labels", f"{result.labels_agree} of {result.labels_total} held-out texts get "
                                          f"the source's label ({eval_name})"))
+        if getattr(result, "accuracy", None) is not None:
+            rows.append(("Held-out accuracy", f"{result.accuracy:.2%} (source {result.source_accuracy:.2%}) "
+                                              f"on {eval_name}"))
         if result.logit_max_diff is not None:
             rows.append(("Class logits", f"within {result.logit_max_diff:.2g} of the source's"))
         rows.append(("Tolerance", f"{tolerance.why}; a label may differ only at near-ties under "
@@ -69,7 +72,7 @@ def _onnx_layout(result) -> list[str]:
     """The graph's inputs and outputs, which a runtime needs to feed the KV cache."""
     from .onnx import CLASSIFIER_LAYOUT, LAYOUT
 
-    layout = CLASSIFIER_LAYOUT if getattr(result, "labels_total", None) is not None else LAYOUT
+    layout = CLASSIFIER_LAYOUT if getattr(result, "classifier", False) else LAYOUT
     return ["## Graph inputs and outputs", "", "```", layout, "```", ""]
 
 

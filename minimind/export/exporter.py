@@ -20,7 +20,7 @@ from ..errors import ExportError
 from .card import write_card
 from .formats import DTYPES, FORMATS, lstm_refusal, tolerance_for
 from .gguf import write_gguf
-from .heldout import default_eval_text, model_name
+from .heldout import default_eval_labels, default_eval_text, model_name
 from .hf import write_hf
 from .llama import not_llama_shaped, require_dense, write_llama
 from .merged import default_merged_as, write_merged
@@ -42,6 +42,7 @@ class ExportResult:
     adapter: str | None = None   # the LoRA adapter merged in, if any
     dtype: str | None = None     # float dtype of the unquantized weights
     stored_as: str | None = None  # the architecture a folder is saved as
+    classifier: bool = False     # a sequence classifier (class logits), not a language model
     perplexity: float | None = None
     source_perplexity: float | None = None
     delta: float | None = None   # perplexity / source perplexity - 1
@@ -51,6 +52,8 @@ class ExportResult:
     logit_max_diff: float | None = None     # max |logit - source logit| on the checked positions
     labels_agree: int | None = None         # a classifier: held-out texts given the source's label
     labels_total: int | None = None
+    accuracy: float | None = None           # a classifier on labelled held-out texts: the export's accuracy
+    source_accuracy: float | None = None    # and the source's, on the same texts
     seconds: float = 0.0         # writing time
     verify_seconds: float = 0.0
     error: str | None = None     # set by export_many when this format failed
@@ -67,6 +70,35 @@ class ExportResult:
         return out
 
 
+def applicable_formats(model_dir: str | Path, adapter: str | Path | None = None) -> list[str]:
+    """Every format that can hold this model (folder, or adapter on its base), read from its files
+    without loading weights: a classifier exports as ONNX only; experts, other position encodings and
+    other families leave out the dense Llama formats; characters added to the vocabulary leave out
+    GGUF; `merged` needs an adapter; ONNX needs its optional packages."""
+    import json
+    from types import SimpleNamespace
+
+    from ..checkpoint import adapter_base, is_adapter, is_classifier, load_tokenizer_for
+    from ..vocabulary import has_added_characters
+    from .onnx import missing_packages
+
+    has_adapter = adapter is not None or is_adapter(model_dir)
+    classifier = is_classifier(adapter if adapter is not None else model_dir)
+    config_dir = Path(adapter_base(model_dir)) if is_adapter(model_dir) else Path(model_dir)
+    config_file = config_dir / "config.json"
+    fields = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
+    config = SimpleNamespace(**fields)
+    no_onnx = bool(missing_packages()) or onnx_refusal(config) is not None  # not installed, or experts
+    if classifier:
+        return [] if no_onnx else [f for f in FORMATS if f.startswith("onnx")]
+    not_llama = not_llama_shaped(config) is not None  # experts, other positions, other families
+    extended = has_added_characters(load_tokenizer_for(adapter or model_dir))  # GGUF cannot carry them
+    return [f for f, spec in FORMATS.items()
+            if not (spec.dense_only and not_llama) and (f != "merged" or has_adapter)
+            and not (extended and f.startswith("gguf")) and not (no_onnx and f.startswith("onnx"))
+            and lstm_refusal(f, config) is None]
+
+
 def check_request(formats: Iterable[str], dtype: str | None, merged_as: str | None) -> list[str]:
     """The format list, or an ExportError naming what is unknown (before any work starts)."""
     formats = list(formats)
@@ -81,10 +113,13 @@ def check_request(formats: Iterable[str], dtype: str | None, merged_as: str | No
     return formats
 
 
-def _stored_as(fmt: str, config, merged_as: str | None) -> str:
+def _stored_as(fmt: str, config, merged_as: str | None, classifier: bool = False) -> str:
     dense = not_llama_shaped(config) is None
     if fmt.startswith("gguf"):
         return "llama-architecture GGUF"
+    if classifier:  # only the ONNX formats hold one (check_applies)
+        return ("ONNX graph of a sequence classifier (input_ids, attention_mask -> logits); config.json in "
+                "MiniMind form with its id2label / label2id")
     if fmt.startswith("onnx"):
         return ("ONNX graph, Llama decoder-with-past inputs/outputs; config.json "
                 + ("in Llama form" if dense else "in MiniMind form"))
@@ -174,7 +209,8 @@ def export_one(src: Source, reference: Reference | None, fmt: str, out_dir: str 
             else out_dir, files=files, size_bytes=sum((partial / f).stat().st_size for f in files),
             source=str(src.folder), adapter=str(src.adapter) if src.adapter else None,
             dtype=None if fmt.startswith("gguf") else "float32" if fmt.startswith("onnx") else dtype or "float32",
-            stored_as=_stored_as(fmt, src.config, merged_as), seconds=seconds)
+            stored_as=_stored_as(fmt, src.config, merged_as, is_classifier_model(src.model)),
+            classifier=is_classifier_model(src.model), seconds=seconds)
         tolerance = tolerance_for(fmt, dtype)
         if reference is not None:
             start = time.perf_counter()
@@ -190,6 +226,7 @@ def export_one(src: Source, reference: Reference | None, fmt: str, out_dir: str 
             result.greedy_tokens, result.problems = verdict.greedy_total, verdict.problems
             result.cached_greedy_match, result.logit_max_diff = verdict.cached_greedy_match, verdict.logit_max_diff
             result.labels_agree, result.labels_total = verdict.labels_agree, verdict.labels_total
+            result.accuracy, result.source_accuracy = verdict.accuracy, verdict.source_accuracy
             if not verdict.passed:
                 raise ExportError(f"{fmt} export failed verification: {'; '.join(verdict.problems)}")
         _publish(partial, out_dir, overwrite)
@@ -202,7 +239,8 @@ def export_one(src: Source, reference: Reference | None, fmt: str, out_dir: str 
 
 def export_many(source: str | Path, formats: Iterable[str], out_root: str | Path, *,
                 adapter: str | Path | None = None, dtype: str | None = None, merged_as: str | None = None,
-                eval_text: str | list[str] | None = None, eval_name: str | None = None, verify: bool = True,
+                eval_text: str | list[str] | None = None, eval_name: str | None = None,
+                eval_labels: list[str] | None = None, verify: bool = True,
                 overwrite: bool = False, name: str | None = None,
                 on_result: Callable[[ExportResult], None] | None = None) -> list[ExportResult]:
     """Export `source` to each format in `out_root/<format>/`, loading and scoring the source once.
@@ -210,14 +248,16 @@ def export_many(source: str | Path, formats: Iterable[str], out_root: str | Path
     A format that fails (not applicable, or failed verification) gets a result with
     `error` set and the others still run; any other exception propagates. Without
     `eval_text` the exports are scored on the model's own held-out text (see
-    `heldout.default_eval_text`); each result's `eval_name` says which text it was.
+    `heldout.default_eval_text`); each result's `eval_name` says which text it was. A classifier
+    is also scored for accuracy on labelled held-out texts: `eval_labels` (one class name per
+    text of `eval_text`), else its run's labelled validation split.
     """
     formats = check_request(formats, dtype, merged_as)
     src = load_source(source, adapter)
     reference = None
-    eval_text, label = resolve_eval_text(src, eval_text, eval_name)
+    eval_text, label, eval_labels = resolve_eval_text(src, eval_text, eval_name, eval_labels)
     if verify:
-        reference = _reference(src, eval_text)
+        reference = _reference(src, eval_text, eval_labels)
     results = []
     for fmt in formats:
         try:
@@ -234,8 +274,8 @@ def export_many(source: str | Path, formats: Iterable[str], out_root: str | Path
 
 def export(source: str | Path, fmt: str, out_dir: str | Path, *, adapter: str | Path | None = None,
            dtype: str | None = None, merged_as: str | None = None, eval_text: str | list[str] | None = None,
-           eval_name: str | None = None, verify: bool = True, overwrite: bool = False,
-           name: str | None = None) -> ExportResult:
+           eval_name: str | None = None, eval_labels: list[str] | None = None, verify: bool = True,
+           overwrite: bool = False, name: str | None = None) -> ExportResult:
     """Export `source` (a MiniMind folder, or a LoRA adapter folder) as `fmt` into `out_dir`.
 
     Raises ExportError if the format does not apply or the reloaded export fails verification.
@@ -243,21 +283,31 @@ def export(source: str | Path, fmt: str, out_dir: str | Path, *, adapter: str | 
     check_request([fmt], dtype, merged_as)
     src = load_source(source, adapter)
     check_applies(fmt, src)
-    eval_text, label = resolve_eval_text(src, eval_text, eval_name)
-    reference = _reference(src, eval_text) if verify else None
+    eval_text, label, eval_labels = resolve_eval_text(src, eval_text, eval_name, eval_labels)
+    reference = _reference(src, eval_text, eval_labels) if verify else None
     return export_one(src, reference, fmt, out_dir, dtype=dtype, merged_as=merged_as, overwrite=overwrite,
                       eval_name=label, name=name)
 
 
-def _reference(src: Source, eval_text):
+def _reference(src: Source, eval_text, eval_labels: list[str] | None = None):
     """The source scored once: a language model's perplexity and greedy answer, or a classifier's
-    logits on each held-out text."""
-    make = make_classifier_reference if is_classifier_model(src.model) else make_reference
-    return make(src.reference_model(), src.tokenizer, as_documents(eval_text))
+    logits on each held-out text (and its accuracy when their labels are known)."""
+    if is_classifier_model(src.model):
+        return make_classifier_reference(src.reference_model(), src.tokenizer, eval_text, eval_labels)
+    return make_reference(src.reference_model(), src.tokenizer, as_documents(eval_text))
 
 
-def resolve_eval_text(src: Source, eval_text, eval_name: str | None) -> tuple[str | list[str], str]:
-    """(held-out text, what it is): the given text, else the model's own held-out text."""
-    if eval_text is None:
-        return default_eval_text(src.folder, src.adapter)
-    return eval_text, eval_name or "the held-out text"
+def resolve_eval_text(src: Source, eval_text, eval_name: str | None, eval_labels: list[str] | None = None
+                      ) -> tuple[str | list[str], str, list[str] | None]:
+    """(held-out text, what it is, its labels or None): the given text, else the model's own held-out
+    text; for a classifier without given labels, its run's labelled validation split when it has one."""
+    if eval_text is not None:
+        return eval_text, eval_name or "the held-out text", eval_labels
+    if eval_labels is not None:
+        raise ExportError("eval_labels label the texts of eval_text; give both")
+    if is_classifier_model(src.model):
+        found = default_eval_labels(src.folder, src.adapter)
+        if found is not None:
+            texts, labels, name = found
+            return texts, name, labels
+    return (*default_eval_text(src.folder, src.adapter), None)

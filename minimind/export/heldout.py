@@ -84,12 +84,12 @@ def answers(doc: dict) -> list[str]:
     return [m["content"] for m in doc.get("messages") or [] if m.get("role") == "assistant"]
 
 
-def validation_text(run: Path, limit: int = EVAL_CHARS) -> list[str]:
-    """The texts of the records a run held out for validation ([] when there are none): plain
-    documents, or the answers of chat and preference records (`answers`)."""
+def _validation_records(run: Path):
+    """The records (normal form) a run held out for validation, split as its trainer split them
+    (`data.prepare.document_split`), or None when there are none or the corpus cannot be read."""
     from ..data import DataConfig
     from ..data.documents import read_documents
-    from ..data.prepare import split_indices
+    from ..data.prepare import document_split
     from ..errors import MiniMindError
 
     data = dict(_run_config(run).get("data") or {})
@@ -97,14 +97,76 @@ def validation_text(run: Path, limit: int = EVAL_CHARS) -> list[str]:
     try:
         config = DataConfig(**{k: v for k, v in data.items() if k in known})
         if not config.files or config.val_fraction <= 0:
-            return []
+            return None
         docs = read_documents(config.files, config)
     except (MiniMindError, OSError, ValueError, TypeError, KeyError):
+        return None
+    _, val_idx = document_split(docs, config)
+    return docs.dataset.select(val_idx) if len(val_idx) else None
+
+
+def validation_text(run: Path, limit: int = EVAL_CHARS) -> list[str]:
+    """The texts of the records a run held out for validation ([] when there are none): plain
+    documents, or the answers of chat and preference records (`answers`)."""
+    records = _validation_records(run)
+    if records is None:
         return []
-    _, val_idx = split_indices(len(docs.dataset), config.val_fraction, config.seed)
-    if not len(val_idx):
-        return []
-    return _cut((text for doc in docs.dataset.select(val_idx) for text in answers(doc)), limit)
+    return _cut((text for doc in records for text in answers(doc)), limit)
+
+
+def validation_labels(run: Path, limit: int = EVAL_CHARS) -> tuple[list[str], list[str]] | None:
+    """(texts, labels) of the records a labelled run held out, texts cut like `validation_text`
+    (a text cut short keeps its label); None when the run's corpus is not labelled."""
+    records = _validation_records(run)
+    if records is None or "label" not in records.column_names:
+        return None
+    texts, labels, total = [], [], 0
+    for text, label in zip(records["text"], records["label"]):
+        if total >= limit:
+            break
+        if text.strip():
+            texts.append(text[:limit - total])
+            labels.append(label)
+            total += len(texts[-1])
+    return texts, labels
+
+
+def default_eval_labels(model: str | Path, adapter: str | Path | None = None,
+                        limit: int = EVAL_CHARS) -> tuple[list[str], list[str], str] | None:
+    """(texts, labels, what they are) for a classifier from a labelled run: the run's validation
+    split, on which its exports' accuracy is measured; None when it has none."""
+    for folder in [adapter, model] if adapter is not None else [model]:
+        run = run_folder(folder) if folder is not None else None
+        found = validation_labels(run, limit) if run is not None else None
+        if found and found[0]:
+            texts, labels = found
+            return texts, labels, f"the validation split of run {run.name} ({len(texts)} held-out texts)"
+    return None
+
+
+def read_held_out(path: str | Path, limit: int = EVAL_CHARS) -> tuple[list[str], list[str] | None]:
+    """(texts, labels or None) of a held-out file (.txt lines, .jsonl/.json/.csv/.parquet records),
+    cut to `limit` characters in all: a labelled file (text + label fields) gives a classifier's
+    export its accuracy; any other file gives texts only. Raises CorpusError with the file and line
+    for an unreadable file."""
+    from ..data import DataConfig
+    from ..data.documents import check_files, iter_documents
+    from ..data.kinds import doc_texts
+    from ..data.validate import Problems
+
+    config = DataConfig()
+    docs = iter_documents(check_files([str(path)], config), config, Problems(config.strict, config.max_skipped),
+                          one_kind=False)
+    texts, labels, total = [], [], 0
+    for _, doc in docs:
+        for text in doc_texts(doc):
+            if total >= limit:
+                break
+            if text.strip():
+                texts.append(text[:limit - total])
+                labels.append(doc.get("label"))
+                total += len(texts[-1])
+    return texts, (labels if labels and all(label is not None for label in labels) else None)
 
 
 def shipped_sample(folder: str | Path, limit: int = EVAL_CHARS) -> tuple[list[str], Path] | None:

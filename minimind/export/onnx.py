@@ -327,8 +327,8 @@ def quantize_graph(src: Path, dst: Path) -> Path:
 def _write_config(model: nn.Module, folder: Path) -> None:
     """config.json in Llama form for a dense rotary causal model (what Optimum / transformers.js
     look for), else MiniMind's (a classifier's holds its id2label / label2id); plus
-    generation_config.json. `use_cache` tells loaders the graph
-    takes and returns the KV cache."""
+    generation_config.json. `use_cache` tells loaders whether the graph takes and returns
+    the KV cache (a causal model's does, a classifier's does not)."""
     if not_llama_shaped(model.config) is None and not is_classifier_model(model):
         config = llama_config(model.config, "float32")
         config.use_cache = True
@@ -336,7 +336,7 @@ def _write_config(model: nn.Module, folder: Path) -> None:
     else:
         model.config.save_pretrained(folder)
         data = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        data["use_cache"] = True
+        data["use_cache"] = not is_classifier_model(model)  # a classifier's graph has no KV cache
         (folder / "config.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     if getattr(model, "generation_config", None) is not None:
         model.generation_config.save_pretrained(folder)

@@ -79,6 +79,8 @@ class Verification:
     logit_max_diff: float | None = None      # max |logit - source logit| (formats stating logit_atol)
     labels_agree: int | None = None          # a classifier: held-out texts given the source's label
     labels_total: int | None = None
+    accuracy: float | None = None            # a classifier with labelled held-out texts: the export's
+    source_accuracy: float | None = None     # accuracy on them, and the source's
 
     @property
     def passed(self) -> bool:
@@ -160,17 +162,32 @@ class ClassifierReference:
     rows: list[list[int]]
     logits: torch.Tensor        # (len(rows), num_labels)
     pad_id: int
+    labels: list[int] | None = None   # the true class id of each text (-1: a class the model lacks), if known
+
+    def accuracy(self, logits: torch.Tensor) -> float | None:
+        """Share of the held-out texts whose top class is their true label (None without labels)."""
+        if not self.labels:
+            return None
+        return sum(int(p) == y for p, y in zip(logits.argmax(-1).tolist(), self.labels)) / len(self.labels)
 
 
-def make_classifier_reference(model, tokenizer, text: str | list[str] | None = None) -> ClassifierReference:
-    """Score the source classifier once on the held-out texts."""
+def make_classifier_reference(model, tokenizer, text: str | list[str] | None = None,
+                              labels: list[str] | None = None) -> ClassifierReference:
+    """Score the source classifier once on the held-out texts (`labels`: their true classes, by name,
+    one per text, for the accuracy of the source and of each export)."""
     from ..data.tokens import classify_ids
 
+    if labels is not None:
+        if text is None or isinstance(text, str) or len(labels) != len(text) or any(not t.strip() for t in text):
+            raise ExportError("labelled held-out texts need one label per non-empty text")
+        label2id = {str(k): int(v) for k, v in (model.config.label2id or {}).items()}
+        labels = [label2id.get(str(label), -1) for label in labels]
     documents = as_documents(text)
     rows = classify_ids(tokenizer, documents, model.config.max_position_embeddings)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     document_ids = tokenizer(documents, add_special_tokens=False)["input_ids"]
-    return ClassifierReference(documents, document_ids, rows, class_logits(model, rows, pad_id, batch_size=16), pad_id)
+    return ClassifierReference(documents, document_ids, rows, class_logits(model, rows, pad_id, batch_size=16), pad_id,
+                               labels)
 
 
 def check_classifier(model, tokenizer, reference: ClassifierReference, tolerance: Tolerance) -> Verification:
@@ -197,7 +214,8 @@ def check_classifier(model, tokenizer, reference: ClassifierReference, tolerance
         if not max_diff <= tolerance.logit_atol:
             problems.append(f"class logits differ from the source's by up to {max_diff:.3g} "
                             f"(the format allows {tolerance.logit_atol:g})")
-    return Verification(None, None, None, 0, 0, 0, tokenizer_ok, problems, None, max_diff, agree, len(picks))
+    return Verification(None, None, None, 0, 0, 0, tokenizer_ok, problems, None, max_diff, agree, len(picks),
+                        reference.accuracy(logits), reference.accuracy(reference.logits))
 
 
 def check(model, tokenizer, reference, tolerance: Tolerance) -> Verification:
