@@ -57,7 +57,7 @@ def _trainer_step(mode: str, folder: Path, seq: int, device: str = "cpu"):
     from minimind.tokenizer import load_tokenizer
     from minimind.training import TrainConfig
     from minimind.training.objectives.language_model import LanguageModel
-    from minimind.training.setup import make_optimizer
+    from minimind.training.optimizers import make_optimizer
     from minimind.training.modes import build_model, count_parameters, trainable_parameters
     from minimind.training.precision import Precision, bf16_supported
 

@@ -67,7 +67,7 @@ def _trainer_defaults(model, device: str = "cpu"):
     sets them up for a pretraining run on this device."""
     from minimind.training import TrainConfig
     from minimind.training.compiling import MIN_STEPS_TO_COMPILE, compile_layers
-    from minimind.training.setup import make_optimizer
+    from minimind.training.optimizers import make_optimizer
     from minimind.training.precision import Precision, bf16_supported
 
     kind = device.split(":")[0]

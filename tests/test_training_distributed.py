@@ -7,7 +7,7 @@ import sys
 import pytest
 from safetensors.torch import load_file
 
-from minimind.training import RunDir, train
+from minimind.training import RunDir, TrainConfig, train
 from helpers import ROOT
 from training_helpers import losses, make_config, write_text_corpus
 
@@ -25,9 +25,13 @@ def _torchrun(config_path, run_dir, *extra):
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
 def test_two_process_run_matches_one_process_with_the_same_global_batch(tmp_path, tokenizer_dir, strategy):
     corpus = write_text_corpus(tmp_path)
+    # the same settings but the processes (`distributed` also picks the optimizer a new model gets: Muon
+    # with ddp, AdamW with fsdp, which shards the matrices Muon needs whole)
     single = make_config(tmp_path / "one", [corpus], model__tokenizer=str(tokenizer_dir), max_steps=4,
-                         batch_size=4, save_every=2)
+                         batch_size=4, save_every=2, distributed=strategy)
     train(single)
+    assert TrainConfig.load(tmp_path / "one" / "run" / "config.yaml").optim.name == \
+        {"ddp": "muon", "fsdp": "adamw"}[strategy]
 
     multi = make_config(tmp_path / "two", [corpus], model__tokenizer=str(tokenizer_dir), max_steps=4,
                         batch_size=2, save_every=2, distributed=strategy)

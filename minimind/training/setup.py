@@ -17,8 +17,9 @@ from .batches import BatchStream
 from .budget import Budget
 from .checkpoint import latest_checkpoint, load_trainer_state, remove_partial
 from .config import TrainConfig
-from .modes import build_model, trainable_parameters
+from .modes import build_model
 from .objectives import build_objective, check_corpus_kind
+from .optimizers import make_optimizer
 from .precision import Precision
 from .run_dir import RunDir
 from .sizing import choose_preset, ladder_for, parameter_count, pretrain_lr
@@ -70,7 +71,7 @@ def set_up(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, start
         if cfg.adapter_kind:
             base_model.enable_input_require_grads()
     model = dist.wrap(base_model, info, cfg.distributed, device)
-    optimizer = make_optimizer(base_model, cfg, device)
+    optimizer = make_optimizer(base_model, cfg, device, low_precision=cfg.precision == "bf16")
     stream = BatchStream(corpus.train, cfg.batch_size, cfg.grad_accum, cfg.seed, tokenizer.pad_token_id,
                          info.rank, info.world)
     state = {"step": 0, "tokens_seen": 0, "elapsed_s": 0.0, "max_steps": cfg.max_steps}
@@ -190,23 +191,6 @@ def choose_new_model_size(cfg: TrainConfig, tokenizer, corpus, device: str, prec
     if cfg.optim.lr is None:
         cfg.optim.lr, chose = pretrain_lr(cfg.model.preset), True
     return chose
-
-
-def make_optimizer(model, cfg: TrainConfig, device: str):
-    """AdamW on the trainable weights; matrices decay, norms and biases do not. Fused where it can be."""
-    params = trainable_parameters(model)
-    decay = [p for p in params if p.dim() >= 2]
-    no_decay = [p for p in params if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": cfg.optim.weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
-    kwargs = dict(lr=cfg.optim.lr, betas=(cfg.optim.beta1, cfg.optim.beta2), eps=cfg.optim.eps)
-    fused = device.startswith("cuda") or device == "cpu"
-    if fused and not any(hasattr(p, "device_mesh") for p in params):  # DTensors (FSDP) take foreach
-        try:
-            return torch.optim.AdamW(groups, fused=True, **kwargs)
-        except (RuntimeError, TypeError):
-            pass
-    return torch.optim.AdamW(groups, **kwargs)
 
 
 def step_batches(objective, model, stream: BatchStream, step: int) -> tuple[list[dict], dict]:
