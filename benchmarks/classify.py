@@ -32,6 +32,7 @@ two prediction passes, a baseline of seconds); `--quick` gives each run 1 minute
 
   python -m minimind bench --only classify
   python -m benchmarks.classify --tiny
+  python -m benchmarks.classify --adapters full --set optim.lr=5e-4      # a sweep (benchmarks/NOTES.md)
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ class Timer:
         self.wall, self.cpu = time.perf_counter() - self.wall0, time.process_time() - self.cpu0
 
 
-def fine_tune(mode: str, corpus: Path, seconds: float, held, classes: list[str]) -> dict:
+def fine_tune(mode: str, corpus: Path, seconds: float, held, classes: list[str], overrides=()) -> dict:
     from benchmarks._harness import bench_device
     from minimind.checkpoint import load_model, load_tokenizer_for
     from minimind.classifier import predict
@@ -143,7 +144,7 @@ def fine_tune(mode: str, corpus: Path, seconds: float, held, classes: list[str])
            "data": {"files": [str(corpus)], "cache_dir": str(CACHE / "data")},
            "time_budget_s": seconds, "run_dir": str(run_dir), "device": bench_device()}
     with Timer() as training:
-        status = train(TrainConfig.from_dict(raw))
+        status = train(TrainConfig.from_dict(raw).with_overrides(list(overrides)))
     resolved = TrainConfig.load(run_dir / "config.yaml")
     final = status["final_checkpoint"]
     model, tokenizer = load_model(final, merge=True), load_tokenizer_for(final)
@@ -155,7 +156,8 @@ def fine_tune(mode: str, corpus: Path, seconds: float, held, classes: list[str])
     settings = (f"{mode}, {status.get('step')} steps x {resolved.batch_size} rows, lr {resolved.optim.lr:g}, "
                 f"seq {resolved.data.seq_len}, {resolved.precision}"
                 + (f", rank {resolved.lora.rank}" if mode == "lora" else "")
-                + f"; run's own val macro-F1 {status.get('val_macro_f1', float('nan')):.3f}")
+                + f"; run's own val macro-F1 {status.get('val_macro_f1', float('nan')):.3f}"
+                + (f"; {' '.join(overrides)}" if overrides else ""))
     budget = f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
     return {"model": f"{label} ({budget})", "accuracy": figures["accuracy"],
             "macro-F1": figures["macro-F1"], "train s": training.wall, "train CPU s": training.cpu,
@@ -186,7 +188,9 @@ def baseline(train_rows, held, classes: list[str]) -> dict:
             "confusion": figures["matrix"]}
 
 
-def run(quick: bool = False, tiny: bool = False) -> dict:
+def run(quick: bool = False, tiny: bool = False, minutes: float | None = None, adapters=("lora", ""),
+        overrides=()) -> dict:
+    """`adapters`: "lora" and/or "" (full fine-tune), as for the other fine-tune benchmarks."""
     import torch
 
     poets = POETS[:TINY_POETS] if tiny else POETS
@@ -194,10 +198,13 @@ def run(quick: bool = False, tiny: bool = False) -> dict:
     classes = sorted(by_poet)
     train_rows, held = split(by_poet)
     corpus = write_corpus(train_rows, CACHE / "train.jsonl")
-    seconds = TINY_BUDGET_S if tiny else QUICK_BUDGET_S if quick else BUDGET_S
-    rows = [fine_tune("lora", corpus, seconds, held, classes), fine_tune("sft", corpus, seconds, held, classes),
-            baseline(train_rows, held, classes)]
-    lora, full, base = rows
+    seconds = 60 * minutes if minutes else TINY_BUDGET_S if tiny else QUICK_BUDGET_S if quick else BUDGET_S
+    tuned = {a: fine_tune(a or "sft", corpus, seconds, held, classes, overrides) for a in adapters}
+    base = baseline(train_rows, held, classes)
+    rows = [*tuned.values(), base]
+    if set(adapters) != {"lora", ""}:  # a sweep: the table alone
+        return {"rows": rows, "summary": {"budget s (each fine-tune)": seconds, "threads": torch.get_num_threads()}}
+    lora, full = tuned["lora"], tuned[""]
     counts = {p: len(t) for p, t in by_poet.items()}
     summary = {"macro-F1 ours LoRA": lora["macro-F1"], "macro-F1 ours full": full["macro-F1"],
                "macro-F1 TF-IDF baseline": base["macro-F1"],
@@ -216,9 +223,9 @@ def run(quick: bool = False, tiny: bool = False) -> dict:
 
 
 def main() -> None:
-    from benchmarks._harness import standalone
+    from benchmarks._harness import fine_tune_main
 
-    standalone(run, __doc__)
+    fine_tune_main(run, __doc__, "budget of each fine-tune (default 4; 1 with --quick)", "lora,full")
 
 
 if __name__ == "__main__":
