@@ -3,8 +3,10 @@
 tab is offered the classification task; a short LoRA run (from a tiny stand-in for the shipped
 model, so the walk takes seconds: the real MiniMind-Tang trains the same way, only slower) shows
 its accuracy and macro-F1 and, once finished, its confusion matrix; on the Chat tab the Try panel
-gives the label probabilities of a typed text. Screenshots go to test-artifacts/."""
+gives the label probabilities of a typed text; on the Export tab it exports as ONNX with its
+held-out accuracy. Screenshots go to test-artifacts/."""
 
+import importlib.util
 import re
 import shutil
 from pathlib import Path
@@ -15,7 +17,7 @@ from minimind.training import RunDir
 from webapp.app import build_app
 from webapp.workspace import Workspace
 from helpers import ROOT, SAMPLE_TEXTS
-from webapp_helpers import LiveServer, chromium_page, free_port, make_shipped, pick, wait_for
+from webapp_helpers import LiveServer, chromium_page, free_port, make_shipped, pick, table_headers, table_rows, wait_for
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = ROOT / "test-artifacts"
@@ -103,5 +105,23 @@ def test_a_new_user_trains_a_classifier_sees_its_confusion_matrix_and_tries_it(t
             expect(label).to_contain_text("play")
             expect(label.locator("h2")).to_have_text("poem")  # the most likely label, on top
             page.screenshot(path=str(ARTIFACTS / "classify-try.png"), full_page=True)
+
+            # Export tab: picking the classifier checks ONNX; the table gives its held-out accuracy
+            if importlib.util.find_spec("onnxruntime") and importlib.util.find_spec("onnxscript"):
+                page.get_by_role("tab", name="Export").click()
+                pick(page, "Model", f"run {run_id}")
+                formats = page.locator("#export-formats")
+                expect(formats.get_by_label("onnx", exact=True)).to_be_checked()
+                expect(formats.get_by_label("hf", exact=True)).not_to_be_checked()
+                page.locator("#export-btn").click()
+                expect(page.locator("#export-table")).to_contain_text("verified", timeout=300_000)
+                headers = table_headers(page, "export-table")
+                assert "accuracy %" in headers and "perplexity" not in headers, headers
+                (row,) = table_rows(page, "export-table")
+                cells = dict(zip(headers, row))
+                assert 50 <= float(cells["accuracy %"]) <= 100 and cells["accuracy %"] == cells["source accuracy %"]
+                expect(page.locator("#export-message")).to_contain_text(f"validation split of run {run_id}")
+                expect(page.locator("#export-files a").first).to_have_attribute("href", re.compile(r"-onnx\.zip$"))
+                page.screenshot(path=str(ARTIFACTS / "classify-export.png"), full_page=True)
         finally:
             browser.close()
