@@ -96,7 +96,7 @@ def test_a_labelled_corpus_offers_the_classify_task(ctx, tmp_path):
     assert shown["visible"] is True and task == "classify" and mode == "lora"  # dpo cannot classify
     assert lr == pytest.approx(1e-3)  # a classifier's LoRA learning rate (its head is new)
     assert train_tab.on_corpus(ctx, "reviews", "sft", "full")[1:3] == ("classify", "sft")
-    assert train_tab.on_corpus(ctx, "reviews", "sft", "full")[3] == pytest.approx(2e-4)
+    assert train_tab.on_corpus(ctx, "reviews", "sft", "full")[3] == pytest.approx(5e-4)  # a full classifier fine-tune (measured: benchmarks/NOTES.md)
     shown, task, mode, *_ = train_tab.on_corpus(ctx, "poems", "dpo", "full")
     assert shown["visible"] is False and task == "generate" and mode == "dpo"
     assert train_tab.on_corpus(ctx, "no such corpus", "sft", "full")[1] == "generate"

@@ -133,4 +133,4 @@ def build(ctx: AppContext) -> None:
     go.click(user_errors(lambda *a: run_export(ctx, *a)), [model, formats, eval_file], [table, files, message],
              api_name="export")
     model.focus(lambda: gr.update(choices=ctx.model_choices()), None, [model], api_name=False)
-    model.change(lambda m: formats_for(ctx, m), [model], [formats], api_name=False)
+    model.change(user_errors(lambda m: formats_for(ctx, m)), [model], [formats], api_name=False)
