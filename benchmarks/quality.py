@@ -22,7 +22,8 @@ reads the text), in windows of the training sequence length, not the trainer's
 own validation estimate.
 
 The reference runs in the same benchmark, one after the other with the same
-threads: a character-level GPT with nanoGPT's CPU recipe (benchmarks/char_gpt.py),
+threads and the same CPU allocator setting (training/allocator.py): a character-level
+GPT with nanoGPT's CPU recipe (benchmarks/char_gpt.py),
 trained for the same wall-clock budget on the same training texts and scored by the
 same `evaluate_documents` on the same held-out documents (in windows of its block, 64).
 Target (the quality issue): at least 10 % lower held-out BPC than the reference, at budgets
@@ -138,8 +139,10 @@ def reference_and_score(name: str, budget: float) -> dict:
 
     from benchmarks.char_gpt import BLOCK, train_char_gpt
     from minimind.evaluate import evaluate_documents
+    from minimind.training.allocator import retain_freed_memory
 
     _, _, train_texts, held = corpus_files(name)
+    retain_freed_memory()  # like-for-like: the process setting our trainer makes (a process keeps it anyway)
     start = time.perf_counter()
     model, tokenizer, info = train_char_gpt(train_texts, budget)
     train_seconds = time.perf_counter() - start
