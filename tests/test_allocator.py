@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from minimind.training.allocator import retain_freed_memory
+from minimind.training.allocator import glibc_mallopt, retain_freed_memory
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,8 +32,7 @@ STEPS = textwrap.dedent("""
     print(faults, 40 * 4 * 256 * 6400 * (2 + 4 + 4 + 4) // 4096)
 """)
 
-glibc_only = pytest.mark.skipif(not sys.platform.startswith("linux") or not retain_freed_memory(),
-                                reason="the setting is glibc's (Linux)")
+glibc_only = pytest.mark.skipif(glibc_mallopt() is None, reason="the setting is glibc's (Linux)")
 
 
 def _faults(mode: str) -> tuple[int, int]:

@@ -24,15 +24,22 @@ MMAP_THRESHOLD = 32 * 1024 * 1024
 TRIM_THRESHOLD = 256 * 1024 * 1024
 
 
-def retain_freed_memory() -> bool:
-    """Set glibc's mmap and trim thresholds (idempotent); True when they were set."""
+def glibc_mallopt():
+    """glibc's `mallopt`, or None where the C library is another (musl's mallopt does nothing)."""
     if not sys.platform.startswith("linux"):
-        return False
+        return None
     try:
         libc = ctypes.CDLL(None)
     except OSError:
-        return False
+        return None
     if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "mallopt"):
-        return False  # not glibc (musl's mallopt does nothing)
+        return None
     libc.mallopt.argtypes, libc.mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    return libc.mallopt
+
+
+def retain_freed_memory() -> bool:
+    """Set glibc's mmap and trim thresholds (idempotent); True when they were set."""
+    mallopt = glibc_mallopt()
+    return mallopt is not None and bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) \
+        and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))

@@ -26,7 +26,7 @@ import torch
 from ..errors import MiniMindError, TrainingError
 from . import distributed as dist
 from . import reporting
-from .allocator import retain_freed_memory
+from .allocator import MMAP_THRESHOLD, retain_freed_memory
 from .batches import eval_batches
 from .budget import eval_every_at_least, intervals, planned_steps
 from .checkpoint import latest_checkpoint, save_checkpoint
@@ -133,7 +133,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
     main = info.is_main
     log = run_dir.log if main else (lambda _msg: None)
     if device == "cpu" and retain_freed_memory():
-        log("CPU memory: freed blocks up to 32 MB stay in the process (glibc mmap/trim thresholds)")
+        log(f"CPU memory: freed blocks up to {MMAP_THRESHOLD >> 20} MB stay in the process (glibc mmap/trim thresholds)")
     run = set_up(cfg, run_dir, info, device, resume, started, log)
     model, base_model, objective, budget = run.model, run.base_model, run.objective, run.budget
     optimizer, scaler, stream, precision, tokenizer = run.optimizer, run.scaler, run.stream, run.precision, run.tokenizer

@@ -1,12 +1,14 @@
 """The optimizer of a run, chosen by `optim.name`.
 
-- `adamw` (the default): AdamW on every trainable weight; matrices decay, norms and biases
+- `adamw`: AdamW on every trainable weight; matrices decay, norms and biases
   do not. Fused where it can be.
 - `muon`: Muon (momentum, then each update orthogonalised by Newton-Schulz iterations) on
   the 2-D weights inside the decoder layers, AdamW on the rest (the embedding, the output
   head, norms, LoRA factors, a classifier's head), as Muon's authors do. Its update is scaled
   to AdamW's RMS (Moonshot's 0.2 * sqrt(max(rows, columns))), so the same learning rate and
   weight decay apply to both halves and the schedule sets one rate.
+- `auto` (the default; TrainConfig.resolved): `muon` to pretrain a new transformer, `adamw`
+  otherwise.
 
 `BatchedMuon` is `torch.optim.Muon`'s update (same momentum, coefficients, scaling and state,
 tested against it) with the Newton-Schulz iterations of all same-shaped matrices run as one
