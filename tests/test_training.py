@@ -268,3 +268,28 @@ def test_a_re_size_after_an_evaluation_keeps_that_evaluation(tmp_path, tokenizer
     resized = [line for line in run.log_file.read_text().splitlines() if "run re-sized to" in line]
     evaluated = sorted(r["step"] for r in run.read_metrics() if "val_loss" in r)
     assert len(evaluated) >= len(resized), (resized, evaluated)  # one per re-size after the first + the last
+
+
+def test_re_sizes_do_not_crowd_evaluations_or_saves(tmp_path, tokenizer_dir, monkeypatch):
+    """Steps that slow down little by little (a machine warming up) re-size the run after each
+    evaluation, and each re-size changes the automatic intervals. Interval evaluations and saves
+    count from the last one: they stay about an interval apart, and none falls within half an
+    interval of the final one (by `step % interval` they came 3 steps apart in a real run)."""
+    clock = _fake_clock(monkeypatch)
+    corpus = write_text_corpus(tmp_path)
+    cfg = make_config(tmp_path, [corpus], model__tokenizer=str(tokenizer_dir), max_steps=0, time_budget_s=20.0,
+                      compile="off", eval_every=0, save_every=0, eval_batches=1)
+
+    def slower_and_slower(step, total, info):
+        clock.per_batch *= 1.004
+
+    status = train(cfg, progress=slower_and_slower)
+    assert status["state"] == "finished"
+    run = RunDir(tmp_path / "run")
+    evaluated = sorted(r["step"] for r in run.read_metrics() if "val_loss" in r)
+    saved = [int(line.rsplit("step-", 1)[1]) for line in run.log_file.read_text().splitlines() if "saved step-" in line]
+    assert evaluated[-1] == saved[-1] == status["step"]
+    for steps, share in ((evaluated, 10), (saved, 5)):  # the automatic intervals: a tenth and a fifth of the run
+        gaps = [b - a for a, b in zip(steps, steps[1:])]
+        assert min(gaps) >= status["step"] // share // 2, (steps, status["step"])
+        assert len(steps) <= share + 2, steps

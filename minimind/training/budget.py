@@ -57,6 +57,14 @@ def intervals(cfg, total: int, min_eval_every: int) -> tuple[int, int, int, int]
             cfg.log_every or max(1, min(10, total // 50)))
 
 
+def interval_due(step: int, last_at: int, every: int, final_step: int) -> bool:
+    """Is an interval evaluation (or save) due at `step`? `every` steps after the last one, unless
+    the run's final one, which always happens, comes within half an interval. Counting from the
+    last one, not by `step % every`, keeps a re-size (which changes `every`) from crowding them:
+    before, a re-sized 10-minute run evaluated at steps 1443, 1458, 1461 and 1464."""
+    return step - last_at >= every and final_step - step >= every / 2
+
+
 @dataclass
 class Budget:
     seconds: float            # the whole budget

@@ -28,7 +28,7 @@ from . import distributed as dist
 from . import reporting
 from .allocator import MMAP_THRESHOLD, retain_freed_memory
 from .batches import eval_batches
-from .budget import eval_every_at_least, intervals, planned_steps
+from .budget import eval_every_at_least, interval_due, intervals, planned_steps
 from .checkpoint import latest_checkpoint, save_checkpoint
 from .compiling import LossWithFallback, compile_layers
 from .config import TrainConfig
@@ -241,6 +241,8 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
 
     step = state["step"]
     state_start = step
+    # where the interval evaluations and saves count from (a resumed run: its last multiple)
+    last_eval_at, last_save_at = step - step % eval_every, step - step % save_every
     bad_in_row = 0
     window_loss, window_steps, window_tokens, window_metrics = 0.0, 0, 0, {}
     window_start = time.perf_counter()
@@ -292,7 +294,8 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         state["elapsed_s"] = elapsed
         # due by the intervals this step ran under: a re-size below changes them, and must not
         # skip the evaluation (or save) it was planned around
-        eval_due, save_due = step % eval_every == 0, step % save_every == 0
+        eval_due = interval_due(step, last_eval_at, eval_every, max_steps)
+        save_due = interval_due(step, last_save_at, save_every, max_steps)
         if timed:
             timing = dist.means({"step_s": now - step_start, "left_s": budget.left(now)}, info)  # one all-reduce
             budget.record_step(timing["step_s"], step - state_start)  # all ranks agree ...
@@ -322,12 +325,13 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         if progress and main:
             progress(step, max_steps, {"loss": step_loss, "lr": lr, "tokens_per_s": tokens_per_s, "eta_s": eta})
         if eval_due or last:
-            last_eval = do_eval(step)
+            last_eval, last_eval_at = do_eval(step), step
         # every rank joins this all-reduce each step: a rank whose own flag is already set must not skip
         # it (the signal reaches ranks at different moments), or the others wait for it forever
         stop_now = dist.mean(float(stop.requested), info) > 0 if info.enabled else stop.requested
         if save_due or last or stop_now:
             do_save(step)
+            last_save_at = step
         if main and (now - last_status > 1.0 or last or stop_now):
             last_status = now
             run_dir.write_status(step=step, total=max_steps, loss=step_loss, lr=lr, tokens_per_s=tokens_per_s,
