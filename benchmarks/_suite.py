@@ -72,6 +72,8 @@ def run_child(name: str, quick: bool, tiny: bool, threads: int, out: Path) -> No
         result = module.run(quick, **kwargs)
         record.update(rows=result["rows"], summary=result["summary"],
                       headline=list(getattr(module, "HEADLINE", [])))
+        if "threads" in result:  # a benchmark whose runs set their own threads (quality, side by side)
+            record["threads"] = result["threads"]
     except BaseException as err:  # noqa: BLE001 -- reported in the table, whatever it was
         record["error"] = f"{type(err).__name__}: {err}"
         record["traceback"] = traceback.format_exc()[-3000:]

@@ -30,6 +30,12 @@ Target (the quality issue): at least 10 % lower held-out BPC than the reference,
 of 10 and 60 minutes (`BUDGETS`; the whole suite then takes about 4.7 hours at 2 threads).
 `QUALITY_BUDGETS=600 python -m minimind bench --only quality` runs the 10-minute leg alone.
 
+Side by side (`QUALITY_SIDE_BY_SIDE=1`, or `--side-by-side`): ours and the reference train at
+the same time, each in its own process pinned to its own half of the cores with as many
+threads (one each on 2 cores). They share one wall-clock window of one machine, so a machine
+that slows down or speeds up (here +-10 % between runs) does so for both, and the suite takes
+half as long (about 2.3 hours on 2 cores). Each row says its threads.
+
   python -m benchmarks.quality --budget 300 --corpus tang --set model.preset=mini --set batch_size=32
 """
 
@@ -37,7 +43,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -47,7 +56,7 @@ HEADLINE = ["tang BPC ours / reference (10 min)", "shakespeare BPC ours / refere
             "tang BPC ours / reference (60 min)", "shakespeare BPC ours / reference (60 min)"]
 BUDGETS = (600.0, 3600.0)
 ROOT = Path(__file__).resolve().parents[1]
-CACHE = ROOT / ".cache" / "quality"
+CACHE = Path(os.environ.get("QUALITY_CACHE") or ROOT / ".cache" / "quality")  # (tests: a temporary folder)
 TARGET = 0.9   # ours / reference held-out BPC
 
 
@@ -154,6 +163,36 @@ def reference_and_score(name: str, budget: float) -> dict:
             "eval s": time.perf_counter() - start, "threads": torch.get_num_threads(), "device": "cpu"}
 
 
+def side_by_side(name: str, budget: float, overrides: list[str], tag: str) -> tuple[dict, dict]:
+    """(ours, reference) trained at once: each a child process (`--part`) pinned to its own half
+    of this process's cores with that many threads. The corpus split and the tokenizer are made
+    first (outside the budget, as always) so that both start training together."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        raise RuntimeError("side by side needs at least 2 cores (this process may use "
+                           f"{len(cores)}): run ours and the reference one after the other instead")
+    _, _, train_texts, _ = corpus_files(name)
+    from minimind.training import TrainConfig
+
+    tokenizer_for(name, train_texts, TrainConfig.from_dict({"data": {"files": ["x"]}}).with_overrides(overrides)
+                  .model.vocab_size)
+    half = len(cores) // 2
+    children = []
+    for part, part_cores in (("ours", cores[:half]), ("reference", cores[half:2 * half])):
+        out = CACHE / f"side-by-side-{name}-{tag}-{part}.json"
+        out.unlink(missing_ok=True)
+        command = [sys.executable, "-m", "benchmarks.quality", "--part", part, "--budget", str(budget),
+                   "--corpus", name, "--tag", tag, "--json", str(out),
+                   "--cores", ",".join(map(str, part_cores))] + [a for o in overrides for a in ("--set", o)]
+        children.append((part, out, subprocess.Popen(command, cwd=ROOT)))
+    codes = {part: child.wait() for part, _, child in children}
+    failed = [f"{part} (exit {code})" for part, code in codes.items() if code != 0]
+    if failed:
+        raise RuntimeError(f"side by side: {', '.join(failed)} failed; its output is above")
+    ours, ref = (json.loads(out.read_text(encoding="utf-8")) for _, out, _ in children)
+    return ours, ref
+
+
 def budgets_to_run(quick: bool, budget: float | None) -> tuple[float, ...]:
     """--budget, else $QUALITY_BUDGETS (comma-separated seconds), else 2 minutes (quick) or BUDGETS."""
     import os
@@ -166,12 +205,19 @@ def budgets_to_run(quick: bool, budget: float | None) -> tuple[float, ...]:
 
 
 def run(quick: bool = False, budget: float | None = None, corpora: tuple = ("tang", "shakespeare"),
-        overrides: list[str] | None = None, tag: str = "default", reference: bool = True) -> dict:
+        overrides: list[str] | None = None, tag: str = "default", reference: bool = True,
+        together: bool | None = None) -> dict:
+    """`together` (default: $QUALITY_SIDE_BY_SIDE): ours and the reference side by side."""
+    together = reference and (os.environ.get("QUALITY_SIDE_BY_SIDE", "") not in ("", "0")
+                              if together is None else together)
     rows, summary = [], {}
     for seconds in budgets_to_run(quick, budget):
         label = f"{seconds / 60:g} min"
         for name in corpora:
-            ours = train_and_score(name, seconds, list(overrides or []), tag)
+            if together:
+                ours, ref = side_by_side(name, seconds, list(overrides or []), tag)
+            else:
+                ours = train_and_score(name, seconds, list(overrides or []), tag)
             rows.append({"budget": label, "corpus": name, "model": "ours (trainer defaults)",
                          **{k: v for k, v in ours.items() if k != "corpus"}})
             summary[f"{name} BPC ours ({label})"] = ours["BPC"]
@@ -179,14 +225,19 @@ def run(quick: bool = False, budget: float | None = None, corpora: tuple = ("tan
             summary[f"{name} settings ({label})"] = ours["settings"]
             if not reference:
                 continue
-            ref = reference_and_score(name, seconds)
+            if not together:
+                ref = reference_and_score(name, seconds)
             rows.append({"budget": label, "corpus": name, "model": "reference: char-level GPT, nanoGPT CPU recipe",
                          **ref})
             ratio = ours["BPC"] / ref["BPC"]
             summary[f"{name} BPC ours / reference ({label})"] = ratio
             summary[f"{name} BPC reference ({label})"] = ref["BPC"]
             summary[f"{name} at least 10 % lower ({label})"] = ratio <= TARGET
-    return {"rows": rows, "summary": summary}
+    result = {"rows": rows, "summary": summary}
+    if together:  # the section's thread count is each side's, not this process's
+        threads = rows[0]["threads"]
+        result["threads"] = f"{threads} each, ours and the reference side by side on their own cores"
+    return result
 
 
 def main() -> None:
@@ -200,19 +251,34 @@ def main() -> None:
     parser.add_argument("--tag", default="default", help="run folder suffix under .cache/quality/runs")
     parser.add_argument("--no-reference", action="store_true",
                         help="train and score ours only (size and setting sweeps: benchmarks/NOTES.md)")
+    parser.add_argument("--side-by-side", action="store_true",
+                        help="ours and the reference at once, each on its own half of the cores")
+    parser.add_argument("--part", choices=["ours", "reference"], help=argparse.SUPPRESS)  # a side-by-side child
+    parser.add_argument("--json", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--cores", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    import os
 
     import torch
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-    if args.threads:
+    if args.cores:  # pinned to them, with one thread per core
+        cores = {int(c) for c in args.cores.split(",")}
+        os.sched_setaffinity(0, cores)
+        torch.set_num_threads(len(cores))
+    elif args.threads:
         torch.set_num_threads(args.threads)
+    if args.part:
+        name = "tang" if args.corpus == "both" else args.corpus
+        result = (train_and_score(name, args.budget, args.overrides, args.tag) if args.part == "ours"
+                  else reference_and_score(name, args.budget))
+        args.json.write_text(json.dumps(result, default=str, ensure_ascii=False), encoding="utf-8")
+        return
     from benchmarks._harness import table
 
     corpora = ("tang", "shakespeare") if args.corpus == "both" else (args.corpus,)
-    result = run(args.quick, args.budget, corpora, args.overrides, args.tag, reference=not args.no_reference)
+    result = run(args.quick, args.budget, corpora, args.overrides, args.tag, reference=not args.no_reference,
+                 together=args.side_by_side or None)
     print(table(result["rows"]))
     print(json.dumps(result["summary"], indent=1, ensure_ascii=False, default=str))
 

@@ -38,3 +38,33 @@ def test_only_names_known_benchmarks(capsys):
     assert "unknown benchmark(s) nope" in err and "train_throughput" in err and "quality" in err
     assert main(["bench", "--list"]) == 0
     assert "decode_throughput" in capsys.readouterr().out
+
+
+def test_quality_side_by_side_trains_ours_and_the_reference_at_once_on_their_own_cores(tmp_path, monkeypatch):
+    """The quality benchmark's side-by-side mode, for real at a 4-second budget: two child processes,
+    each pinned to its own core with one thread, scored by the same evaluation; the section says
+    its threads are each side's."""
+    import os
+
+    import pytest
+
+    from benchmarks import quality
+    from helpers import shared_corpus
+
+    shared_corpus("shakespeare.txt")
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("side by side needs 2 cores")
+    monkeypatch.setenv("QUALITY_CACHE", str(tmp_path))
+    monkeypatch.setattr(quality, "CACHE", tmp_path)
+    result = quality.run(budget=4, corpora=("shakespeare",), overrides=["compile=off", "model.preset=pico"],
+                         together=True)
+    ours, ref = result["rows"]
+    assert ours["model"].startswith("ours") and ref["model"].startswith("reference")
+    assert ours["threads"] == ref["threads"] == 1 and ours["steps"] > 0 and ref["steps"] > 0
+    assert ours["held-out characters"] == ref["held-out characters"]  # the same held-out text
+    summary = result["summary"]
+    assert summary["shakespeare BPC ours / reference (0.0666667 min)"] == ours["BPC"] / ref["BPC"]
+    assert result["threads"].startswith("1 each") and "side by side" in result["threads"]
+    with pytest.raises(RuntimeError, match="2 cores"):  # on one core there is no side by side
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+        quality.side_by_side("shakespeare", 4, [], "x")
