@@ -98,6 +98,10 @@ def sample_documents(path: Path) -> list[str]:
     return list(iter_texts([str(path)], text_field="text" if path.suffix == ".jsonl" else None, config=split))
 
 
+# how the card names a run's optimizer (config.yaml's resolved optim.name)
+OPTIMIZER_WORDS = {"muon": "Muon on the decoder's matrices + AdamW on the rest", "adamw": "AdamW"}
+
+
 def run_summary(run_dir: Path | None) -> dict:
     if not run_dir:
         return {}
@@ -108,7 +112,8 @@ def run_summary(run_dir: Path | None) -> dict:
     config = yaml.safe_load(run.config_file.read_text())
     return {"preset": config["model"]["preset"], "steps": status.get("step"), "tokens": status.get("tokens"), "wall_s": status.get("elapsed_s"),
             "device": status.get("device"), "batch": config["batch_size"], "seq_len": config["data"]["seq_len"],
-            "lr": config["optim"]["lr"], "first_loss": train[0]["loss"] if train else None,
+            "lr": config["optim"]["lr"], "optimizer": OPTIMIZER_WORDS[config["optim"].get("name", "adamw")],
+            "first_loss": train[0]["loss"] if train else None,
             "last_loss": train[-1]["loss"] if train else None, "tokens_per_s": status.get("tokens_per_s"),
             "evals": [(e["step"], round(e["val_loss"], 4), round(e.get("val_bpc") or 0, 4)) for e in evals]}
 
@@ -322,7 +327,7 @@ def render_card(kind, args, config, params, size_mb, vocab, full, fast, sample_n
         if not run:
             continue
         lines += [f"**{label}**: {run['steps']:,} steps of {run['batch']} × {run['seq_len']} tokens, "
-                  f"{run['tokens']:,} tokens seen, peak lr {run['lr']}, {run['wall_s'] / 60:.0f} min on "
+                  f"{run['tokens']:,} tokens seen, {run['optimizer']}, peak lr {run['lr']}, {run['wall_s'] / 60:.0f} min on "
                   f"{run['device']}; train loss {run['first_loss']:.3f} → {run['last_loss']:.3f}.", ""]
         if run["evals"]:
             lines += ["| step | validation loss | validation BPC |", "|---|---|---|"]
