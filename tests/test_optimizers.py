@@ -107,6 +107,23 @@ def test_muon_state_goes_through_a_checkpoint_and_back():
         copy.deepcopy(restored).load_state_dict(plain.state_dict())
 
 
+def test_ns_steps_reaches_muon_and_matches_torch_at_that_count():
+    """`optim.ns_steps` sets Muon's Newton-Schulz iterations: 4 steps update as torch.optim.Muon's
+    ns_steps=4 does, and differently from the default 5; out of range is refused."""
+    cfg = TrainConfig.from_dict({"data": {"files": ["x"]}, "optim": {"name": "muon", "lr": 1e-2, "ns_steps": 4}})
+    assert make_optimizer(_model(), cfg, "cpu").muon.param_groups[0]["ns_steps"] == 4
+    ours, reference, five = _model(), _model(), _model()
+    _steps(ours, BatchedMuon(_hidden(ours), lr=1e-2, weight_decay=0.1, ns_steps=4, ns_dtype=torch.bfloat16))
+    _steps(reference, torch.optim.Muon(_hidden(reference), lr=1e-2, weight_decay=0.1, ns_steps=4,
+                                       adjust_lr_fn="match_rms_adamw"))
+    _steps(five, BatchedMuon(_hidden(five), lr=1e-2, weight_decay=0.1, ns_dtype=torch.bfloat16))
+    for a, b, c in zip(_hidden(ours), _hidden(reference), _hidden(five)):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+    assert max(float((a - c).abs().max()) for a, c in zip(_hidden(ours), _hidden(five))) > 1e-5
+    with pytest.raises(ConfigError, match="optim.ns_steps must be 1..10"):
+        TrainConfig.from_dict({"data": {"files": ["x"]}, "optim": {"ns_steps": 0}}).validate()
+
+
 def test_an_unknown_optimizer_is_refused():
     with pytest.raises(ConfigError, match="optim.name must be one of auto, adamw, muon, not .lion."):
         TrainConfig.from_dict({"data": {"files": ["x"]}, "optim": {"name": "lion"}}).validate()

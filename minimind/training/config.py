@@ -125,6 +125,7 @@ class OptimSection:
     beta2: float = 0.95
     eps: float = 1e-8
     grad_clip: float = 1.0               # max global grad norm (0 = off)
+    ns_steps: int = 5                    # Muon: Newton-Schulz iterations per update (fewer: cheaper, less orthogonal)
 
 
 @dataclass
@@ -372,6 +373,7 @@ class TrainConfig:
         need(self.data.seq_len is None or 8 <= self.data.seq_len <= 65536, "data.seq_len must be 8..65536")
         need(0.0 < self.data.val_fraction < 0.5, "data.val_fraction must be between 0 and 0.5")
         need(self.optim.lr is None or 0 < self.optim.lr <= 1.0, "optim.lr must be in (0, 1]")
+        need(1 <= self.optim.ns_steps <= 10, "optim.ns_steps must be 1..10 (Muon's Newton-Schulz iterations)")
         need(self.optim.name in ("auto", *OPTIMIZERS), f"optim.name must be one of auto, {', '.join(OPTIMIZERS)}, "
                                                      f"not {str(self.optim.name)[:40]!r}")
         need(0.0 <= self.optim.min_lr_ratio <= 1.0, "optim.min_lr_ratio must be 0..1")

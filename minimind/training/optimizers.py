@@ -40,7 +40,7 @@ def make_optimizer(model, cfg, device: str, low_precision: bool = False):
         if hidden:
             rest = [(name, p) for name, p in named if not is_hidden_matrix(name, p)]
             muon = BatchedMuon(hidden, lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay,
-                               ns_dtype=torch.bfloat16 if low_precision else torch.float32)
+                               ns_steps=cfg.optim.ns_steps, ns_dtype=torch.bfloat16 if low_precision else torch.float32)
             return MuonWithAdamW(muon, adamw(rest, cfg, device))
     return adamw(named, cfg, device)
 
