@@ -34,7 +34,9 @@ Side by side (`QUALITY_SIDE_BY_SIDE=1`, or `--side-by-side`): ours and the refer
 the same time, each in its own process pinned to its own half of the cores with as many
 threads (one each on 2 cores). They share one wall-clock window of one machine, so a machine
 that slows down or speeds up (here +-10 % between runs) does so for both, and the suite takes
-half as long (about 2.3 hours on 2 cores). Each row says its threads.
+half as long (about 2.3 hours on 2 cores, past `bench`'s 2-hour default timeout:
+`QUALITY_SIDE_BY_SIDE=1 python -m minimind bench --only quality --timeout 10800`). Each row
+says its threads.
 
   python -m benchmarks.quality --budget 300 --corpus tang --set model.preset=mini --set batch_size=32
 """
