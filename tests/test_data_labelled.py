@@ -207,17 +207,21 @@ def test_labelled_batches_pad_the_text_and_give_one_class_id_a_row(tmp_path):
 
 # ---- inspect ------------------------------------------------------------------------------------
 
-def test_data_inspect_shows_the_classes(tmp_path):
+def test_data_inspect_shows_the_classes(tmp_path, capsys):
+    """The command once as a process (its output as a user sees it), then in this process (`main`,
+    the same code without another interpreter's start-up) for its JSON and named fields."""
+    from minimind.cli import main
+
     path = write_jsonl(tmp_path / "r.jsonl", reviews())
-    command = [sys.executable, "-m", "minimind", "data", "inspect", str(path), "--cache-dir", str(tmp_path / "c")]
-    env_run = dict(capture_output=True, text=True, cwd=ROOT, timeout=120)
-    shown = subprocess.run(command, **env_run)
+    command = ["data", "inspect", str(path), "--cache-dir", str(tmp_path / "c")]
+    shown = subprocess.run([sys.executable, "-m", "minimind", *command], capture_output=True, text=True, cwd=ROOT,
+                           timeout=120)
     assert shown.returncode == 0, shown.stderr
     assert "kind: labelled" in shown.stdout and "classes (2): neg 6, pos 6" in shown.stdout
-    as_json = subprocess.run(command + ["--json"], **env_run)
-    assert json.loads(as_json.stdout)["classes"] == {"neg": 6, "pos": 6}
+    assert main(command + ["--json"]) in (0, None)
+    assert json.loads(capsys.readouterr().out)["classes"] == {"neg": 6, "pos": 6}
     renamed = [{"body": r["text"], "grade": r["label"]} for r in reviews()]
     path = write_jsonl(tmp_path / "g.jsonl", renamed)
-    chosen = subprocess.run([sys.executable, "-m", "minimind", "data", "inspect", str(path), "--text-field", "body",
-                             "--label-field", "grade", "--cache-dir", str(tmp_path / "c"), "--json"], **env_run)
-    assert json.loads(chosen.stdout)["classes"] == {"neg": 6, "pos": 6}
+    assert main(["data", "inspect", str(path), "--text-field", "body", "--label-field", "grade",
+                 "--cache-dir", str(tmp_path / "c"), "--json"]) in (0, None)
+    assert json.loads(capsys.readouterr().out)["classes"] == {"neg": 6, "pos": 6}

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers import AutoTokenizer
@@ -66,19 +67,23 @@ def test_train_from_jsonl_and_txt_files(tmp_path):
     assert (tmp_path / "tok" / "tokenizer.json").is_file()
 
 
-def test_cli_trains_and_encodes(tmp_path):
+def test_cli_trains_and_encodes(tmp_path, capsys):
+    """Training as a process (as a user runs it); encoding and the help in this process (`main`, the
+    same code without another interpreter's start-up)."""
+    from minimind.cli import main
+
     txt = tmp_path / "corpus.txt"
     txt.write_text("\n".join(SAMPLE_TEXTS), encoding="utf-8")
-    run = lambda *a: subprocess.run([sys.executable, "-m", "minimind", *a], cwd=ROOT,  # noqa: E731
-                                    capture_output=True, text=True, timeout=120)
-    trained = run("tokenizer", "train", str(txt), "--vocab-size", "300", "--min-frequency", "1",
-                  "--out", str(tmp_path / "tok"))
+    trained = subprocess.run([sys.executable, "-m", "minimind", "tokenizer", "train", str(txt), "--vocab-size", "300",
+                              "--min-frequency", "1", "--out", str(tmp_path / "tok")], cwd=ROOT,
+                             capture_output=True, text=True, timeout=120)
     assert trained.returncode == 0, trained.stderr
     assert "chars/token" in trained.stdout
-    encoded = run("tokenizer", "encode", "--tokenizer", str(tmp_path / "tok"), "To be")
-    assert encoded.returncode == 0 and "tokens" in encoded.stdout
-    helped = run("--help")
-    assert "tokenizer" in helped.stdout
+    assert main(["tokenizer", "encode", "--tokenizer", str(tmp_path / "tok"), "To be"]) in (0, None)
+    assert "tokens" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as helped:
+        main(["--help"])
+    assert helped.value.code == 0 and "tokenizer" in capsys.readouterr().out
 
 
 def test_characters_seen_three_times_are_kept_whole_past_the_bpe_budget():
