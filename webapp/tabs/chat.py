@@ -59,7 +59,8 @@ def _answer(ctx: AppContext, model_id: str, history: list[dict], system: str, pa
         text += piece
         history[-1] = {"role": "assistant", "content": text}
         yield history
-    history[-1] = {"role": "assistant", "content": (text or "…") + note}
+    # an answer of spaces and newlines alone (a barely trained model's) would be an invisible bubble
+    history[-1] = {"role": "assistant", "content": (text if text.strip() else "…") + note}
     yield history
 
 
