@@ -94,6 +94,14 @@ def tokenizer_for(name: str, texts: list[str], vocab_size: int = 6400) -> tuple[
     return folder, seconds
 
 
+def vocab_size_of(overrides: list[str]) -> int:
+    """The tokenizer size the overrides ask for: `--set model.vocab_size=N` (a sweep) gets a
+    tokenizer of N entries, trained outside the budget as always."""
+    from minimind.training import TrainConfig
+
+    return TrainConfig.from_dict({"data": {"files": ["x"]}}).with_overrides(overrides).model.vocab_size
+
+
 def train_and_score(name: str, budget: float, overrides: list[str], tag: str = "default") -> dict:
     """Pretrain on `name` for `budget` seconds with the trainer's defaults (+ `overrides`), then score."""
     import torch
@@ -106,9 +114,7 @@ def train_and_score(name: str, budget: float, overrides: list[str], tag: str = "
     from minimind.training.precision import pick_device
 
     train_file, data, train_texts, held = corpus_files(name)
-    # `--set model.vocab_size=N` (a sweep): the tokenizer, trained outside the budget as always, has N entries
-    vocab = TrainConfig.from_dict({"data": {"files": ["x"]}}).with_overrides(overrides).model.vocab_size
-    tok_dir, tok_seconds = tokenizer_for(name, train_texts, vocab)
+    tok_dir, tok_seconds = tokenizer_for(name, train_texts, vocab_size_of(overrides))
     run_dir = CACHE / "runs" / f"{name}-{tag}"
     shutil.rmtree(run_dir, ignore_errors=True)
     config = TrainConfig.from_dict({
@@ -174,10 +180,7 @@ def side_by_side(name: str, budget: float, overrides: list[str], tag: str) -> tu
         raise RuntimeError("side by side needs at least 2 cores (this process may use "
                            f"{len(cores)}): run ours and the reference one after the other instead")
     _, _, train_texts, _ = corpus_files(name)
-    from minimind.training import TrainConfig
-
-    tokenizer_for(name, train_texts, TrainConfig.from_dict({"data": {"files": ["x"]}}).with_overrides(overrides)
-                  .model.vocab_size)
+    tokenizer_for(name, train_texts, vocab_size_of(overrides))
     half = len(cores) // 2
     children = []
     for part, part_cores in (("ours", cores[:half]), ("reference", cores[half:2 * half])):
@@ -197,8 +200,6 @@ def side_by_side(name: str, budget: float, overrides: list[str], tag: str) -> tu
 
 def budgets_to_run(quick: bool, budget: float | None) -> tuple[float, ...]:
     """--budget, else $QUALITY_BUDGETS (comma-separated seconds), else 2 minutes (quick) or BUDGETS."""
-    import os
-
     if budget:
         return (budget,)
     if os.environ.get("QUALITY_BUDGETS"):
