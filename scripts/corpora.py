@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from minimind.data import DataConfig, read_documents, split_indices
+from minimind.training.run_dir import atomic_write
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPORA = ROOT.parent / "shared" / "corpora"
@@ -71,6 +72,10 @@ def write_shakespeare_split(out_dir: Path, path: Path = SHAKESPEARE) -> tuple[Pa
     out_dir.mkdir(parents=True, exist_ok=True)
     train, held = shakespeare_split(path)
     train_file, held_file = out_dir / "train.txt", out_dir / "heldout.txt"
-    train_file.write_text("\n\n".join(text for _, text in train), encoding="utf-8")
-    held_file.write_text("\n\n".join(text for _, text in held), encoding="utf-8")
+    # atomic, and only when changed: the quality benchmark's side-by-side children call this at
+    # once, and one read an empty train.txt while the other was rewriting it
+    for file, works in ((train_file, train), (held_file, held)):
+        text = "\n\n".join(text for _, text in works)
+        if not file.is_file() or file.read_text(encoding="utf-8") != text:
+            atomic_write(file, text)
     return train_file, held_file

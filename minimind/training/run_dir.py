@@ -23,7 +23,9 @@ from pathlib import Path
 STATES = ("queued", "running", "stopping", "stopped", "finished", "failed")
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
+    """Write `text` to `path` so that a reader in another process sees the old file or the new
+    one, never a half-written one (a temporary file of this process, then a rename)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
@@ -86,7 +88,7 @@ class RunDir:
 
     def write_status(self, **fields) -> dict:
         status = {**self.read_status(), **fields, "updated": time.time()}
-        _atomic_write(self.status_file, json.dumps(status, indent=1))
+        atomic_write(self.status_file, json.dumps(status, indent=1))
         return status
 
     # ---- metrics and log -----------------------------------------------
@@ -108,10 +110,10 @@ class RunDir:
     def truncate_metrics_after(self, step: int) -> None:
         """On resume: drop lines logged (and samples written) after the checkpoint we restart from."""
         kept = [r for r in self.read_metrics() if r.get("step", 0) <= step]
-        _atomic_write(self.metrics_file, "".join(json.dumps(r) + "\n" for r in kept))
+        atomic_write(self.metrics_file, "".join(json.dumps(r) + "\n" for r in kept))
         if self.samples_file.exists():
             kept = [r for r in self.read_samples() if r.get("step", 0) <= step]
-            _atomic_write(self.samples_file, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept))
+            atomic_write(self.samples_file, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept))
 
     def log(self, message: str) -> None:
         with self.log_file.open("a", encoding="utf-8") as fh:
