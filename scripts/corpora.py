@@ -75,7 +75,7 @@ def write_shakespeare_split(out_dir: Path, path: Path = SHAKESPEARE) -> tuple[Pa
     # atomic, and only when changed: the quality benchmark's side-by-side children call this at
     # once, and one read an empty train.txt while the other was rewriting it
     for file, works in ((train_file, train), (held_file, held)):
-        text = "\n\n".join(text for _, text in works)
+        text = "\n\n".join(body for _, body in works)
         if not file.is_file() or file.read_text(encoding="utf-8") != text:
             atomic_write(file, text)
     return train_file, held_file
