@@ -123,6 +123,17 @@ def test_the_loss_plot_has_both_lines_from_its_first_draw(ctx):
     assert train.LEGEND_TITLE != "series"
 
 
+def test_watching_a_run_never_selects_it_back_over_a_newer_choice(ctx):
+    """The page's timer asks what run r1 shows; meanwhile Start selects the new run r2. The answer
+    for r1 must not set the run box back to r1 (the page would then watch the old, finished run
+    while r2 trains unseen); with no run chosen, the watcher picks one and selects it."""
+    _run(ctx, "r1", {"state": "finished", "mode": "lora", "step": 120, "total": 120})
+    chosen = train.watch(ctx, "r1")[6]
+    assert "value" not in chosen and chosen["choices"] == ["r1"]
+    picked = train.watch(ctx, None)[6]
+    assert picked["value"] == "r1"
+
+
 def test_the_runs_table_has_named_columns_and_no_blank_row(ctx):
     empty = train.runs_table(ctx)
     assert list(empty.columns) == train.RUN_COLUMNS and len(empty) == 0

@@ -333,7 +333,11 @@ def watch(ctx: AppContext, run_id):
     runs = headed(runs_table(ctx))
     queue = ctx.jobs.queue()
     queue_md = tr("queue_line", v=", ".join(queue) if queue else tr("empty"))
-    if not run_id:
+    # the run picked here is selected; a run the user (or Start) selected is left as the page now
+    # holds it: this answer may have been asked for before Start chose the new run, and setting
+    # the older one back would watch it instead
+    picked = not run_id
+    if picked:
         active = ctx.jobs.active()
         run_id = active.path.name if active else (run_choices(ctx) or [None])[0]
     if not run_id:
@@ -363,7 +367,7 @@ def watch(ctx: AppContext, run_id):
     if s.get("final_checkpoint"):
         facts.append(tr("f_model", v=f"`{Path(s['final_checkpoint']).relative_to(ctx.workspace.root)}`"))
     return (bar, " · ".join(facts), _curve(run), page_words(without_paths(run.log_tail(15))), runs, queue_md,
-            gr.update(choices=run_choices(ctx), value=run_id))
+            gr.update(choices=run_choices(ctx), **({"value": run_id} if picked else {})))
 
 
 def state_word(state) -> str:
