@@ -28,6 +28,8 @@ def machine(threads: int, load_before, load_after) -> dict:
     try:
         text = Path("/proc/cpuinfo").read_text()
         flags = ", ".join(f for f in ("avx512_bf16", "amx_bf16", "avx512_vnni") if f in text)
+        if not flags:  # which of the three kinds of machine here: neither bf16 kind says so
+            flags = "no bf16 instructions" + ("; avx2" if " avx2" in text else "")
     except OSError:
         pass
     versions = {}
