@@ -240,10 +240,14 @@ def test_the_page_chat_bounds_its_work_before_tokenizing(studio):
     assert time.perf_counter() - started < 2.0
     history = [{"role": "user" if i % 2 == 0 else "assistant", "content": [{"type": "text", "text": "春眠不覺曉"}]}
                for i in range(3_000)]  # about as long as a page call may be (MAX_JSON_ITEMS)
+    # the model loads on the first chat: a short one first, so the bound times the long history's work alone
+    assert _call(server.url, "/chat", ["hi", [], []] + controls + [""] + sampling)[0] == "complete"
     started = time.perf_counter()
     event, payload = _call(server.url, "/chat", ["續寫", history, []] + controls + [""] + sampling)
     assert event == "complete" and "oldest turns were left out" in json.dumps(payload, ensure_ascii=False)
-    assert time.perf_counter() - started < 5.0
+    # a bound against unbounded work, not a speed claim: it took 5 s on a loaded AVX2-only CPU,
+    # where a 5 s bound failed in CI
+    assert time.perf_counter() - started < 15.0
 
 
 def _routes(app, prefix: str = ""):

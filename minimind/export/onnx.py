@@ -306,6 +306,17 @@ def _quiet():
         logging.getLogger("torch.onnx").setLevel(level)
 
 
+def _cpu_has_vnni() -> bool:
+    """Without VNNI, ONNX Runtime's uint8 x int8 kernels can saturate their 16-bit sums; 7-bit
+    weights (`reduce_range`) avoid it: on an AVX2-only CPU full-range int8 verified at +7 %
+    held-out perplexity against the source, past the format's 2 %."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return True  # not Linux x86: keep full-range weights
+    return any(f in flags for f in ("avx512_vnni", "avx_vnni", "amx_int8")) or " avx2" not in flags
+
+
 def quantize_graph(src: Path, dst: Path) -> Path:
     """ONNX Runtime dynamic quantization of `src` into `dst`: int8 MatMul weights (per output
     channel), uint8 activations quantized per tensor at run time."""
@@ -318,7 +329,8 @@ def quantize_graph(src: Path, dst: Path) -> Path:
     root.setLevel(logging.ERROR)  # it suggests shape-inference pre-processing, which a static-shape model needs
     try:
         quantize_dynamic(str(src), str(dst), op_types_to_quantize=["MatMul"], per_channel=True,
-                         weight_type=QuantType.QInt8, use_external_data_format=False)
+                         weight_type=QuantType.QInt8, use_external_data_format=False,
+                         reduce_range=not _cpu_has_vnni())
     finally:
         root.setLevel(level)
     return dst
