@@ -22,16 +22,13 @@ def machine(threads: int, load_before, load_after) -> dict:
     import torch
 
     from benchmarks._harness import machine as basic
+    from minimind.training.precision import cpu_flags
 
     info = basic()
-    flags = ""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-        flags = ", ".join(f for f in ("avx512_bf16", "amx_bf16", "avx512_vnni") if f in text)
-        if not flags:  # which of the three kinds of machine here: neither bf16 kind says so
-            flags = "no bf16 instructions" + ("; avx2" if " avx2" in text else "")
-    except OSError:
-        pass
+    present = cpu_flags()
+    flags = ", ".join(f for f in ("avx512_bf16", "amx_bf16", "avx512_vnni") if f in present)
+    if present and not flags:  # which of the three kinds of machine here: neither bf16 kind says so
+        flags = "no bf16 instructions" + ("; avx2" if "avx2" in present else "")
     versions = {}
     for name in PACKAGES:
         try:

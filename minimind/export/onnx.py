@@ -310,11 +310,10 @@ def _cpu_has_vnni() -> bool:
     """Without VNNI, ONNX Runtime's uint8 x int8 kernels can saturate their 16-bit sums; 7-bit
     weights (`reduce_range`) avoid it: on an AVX2-only CPU full-range int8 verified at +7 %
     held-out perplexity against the source, past the format's 2 %."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return True  # not Linux x86: keep full-range weights
-    return any(f in flags for f in ("avx512_vnni", "avx_vnni", "amx_int8")) or " avx2" not in flags
+    from minimind.training.precision import cpu_flags
+
+    flags = cpu_flags()
+    return bool({"avx512_vnni", "avx_vnni", "amx_int8"} & flags) or "avx2" not in flags  # not x86: full range
 
 
 def quantize_graph(src: Path, dst: Path) -> Path:

@@ -22,13 +22,20 @@ def pick_device(preference: str = "auto") -> str:
     return "cpu"
 
 
+def cpu_flags() -> set[str]:
+    """The CPU's instruction-set flags from /proc/cpuinfo (empty where there is none to read):
+    the one place the defaults learn which kind of CPU this is."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    line = next((line for line in text.splitlines() if line.startswith(("flags", "Features"))), "")
+    return set(line.partition(":")[2].split())
+
+
 def cpu_has_bf16() -> bool:
     """True when the CPU has native bf16 matmul instructions (AVX512-BF16 or AMX)."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+    return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
 
 
 def bf16_supported(device: str) -> bool:
