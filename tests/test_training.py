@@ -293,3 +293,24 @@ def test_re_sizes_do_not_crowd_evaluations_or_saves(tmp_path, tokenizer_dir, mon
         gaps = [b - a for a, b in zip(steps, steps[1:])]
         assert min(gaps) >= status["step"] // share // 2, (steps, status["step"])
         assert len(steps) <= share + 2, steps
+
+
+def test_steps_that_turn_faster_late_still_fill_the_budget(tmp_path, tokenizer_dir, monkeypatch):
+    """Steps that turn twice as fast two thirds of the way in (the other core freed) are planned
+    with the steps since the last re-size, not the mean of the whole run, and evaluations and
+    saves are counted one by one: the run still ends less than one (fast) step short of its 30 s
+    budget. By the run-long mean and a per-step share of evaluations it ended 1.05 s short."""
+    clock = _fake_clock(monkeypatch)
+    corpus = write_text_corpus(tmp_path)
+    cfg = make_config(tmp_path, [corpus], model__tokenizer=str(tokenizer_dir), max_steps=0, time_budget_s=30.0,
+                      compile="off", eval_every=0, save_every=0, eval_batches=1)
+    started = clock.now
+
+    def faster_after_20_s(step, total, info):
+        if clock.now - started >= 20.0:
+            clock.per_batch = 0.0625
+
+    status = train(cfg, progress=faster_after_20_s)
+    used = clock.now - started
+    assert status["state"] == "finished" and status["step"] == status["total"]
+    assert 30.0 - 0.0625 < used <= 30.0, (used, status["step"])

@@ -13,6 +13,7 @@ agree on one figure (their mean) and stop at the same step.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .schedule import default_warmup
@@ -26,6 +27,10 @@ EVAL_SHARE = 0.05
 # A speed probe (eager, before compilation, maybe on a busy machine) only sizes a run roughly:
 # it plans this share of the time left; measured steps re-size the run later.
 PROBE_PLAN_SHARE = 0.9
+# A re-size plans with the mean of the steps since the last one once there are this many: steps
+# that turn faster late (the other core freed, caches warm) then buy the steps they can, where the
+# mean of the whole run left a 30 s budget 1.05 s short.
+RECENT_STEPS = 20
 
 
 def planned_steps(cfg, steps_per_epoch: float, per_step: float | None = None,
@@ -65,6 +70,15 @@ def interval_due(step: int, last_at: int, every: int, final_step: int) -> bool:
     return step - last_at >= every and final_step - step >= every / 2
 
 
+def interval_runs(step: int, last_at: int, every: int, final_step: int) -> int:
+    """How many interval evaluations (or saves) `interval_due` brings after `step` up to the run's
+    final step (which has its own), the last one having been at `last_at`: they fall at
+    `last_at + k * every`, up to half an interval before the final step."""
+    first = (step - last_at) // every + 1  # the first k past `step`
+    last = math.floor((final_step - every / 2 - last_at) / every)
+    return max(0, last - first + 1)
+
+
 @dataclass
 class Budget:
     seconds: float            # the whole budget
@@ -74,6 +88,8 @@ class Budget:
     eval_s: float | None = None
     save_s: float | None = None
     resized: bool = False
+    recent_seconds: float = 0.0  # the steps since the last re-size ...
+    recent_steps: int = 0        # ... and how many
 
     @classmethod
     def start(cls, seconds: float, started: float, already_used: float = 0.0) -> "Budget":
@@ -84,12 +100,18 @@ class Budget:
         return self.deadline - now
 
     def per_step(self) -> float | None:
+        """Seconds a training step: of the steps since the last re-size once there are
+        RECENT_STEPS of them, else of all timed steps."""
+        if self.recent_steps >= RECENT_STEPS:
+            return self.recent_seconds / self.recent_steps
         return self.step_seconds / self.timed_steps if self.timed_steps else None
 
     def record_step(self, seconds: float, steps_done: int) -> None:
         if steps_done > TIME_FROM_STEP:
             self.step_seconds += seconds
             self.timed_steps += 1
+            self.recent_seconds += seconds
+            self.recent_steps += 1
 
     def due(self, evaluated: bool) -> bool:
         """Re-size now? Once FIRST_RESIZE_SHARE of the budget has been timed, then after each evaluation."""
@@ -99,15 +121,35 @@ class Budget:
             return self.step_seconds >= FIRST_RESIZE_SHARE * self.seconds
         return evaluated
 
-    def steps_left(self, left: float, eval_every: int, save_every: int, eval_guess_s: float) -> int:
-        """Training steps that fit before the deadline with the evaluations and saves they bring
-        (one of each at the end, and one per interval on the way)."""
+    def steps_left(self, left: float, step: int, due_now: tuple[bool, bool], last_at: tuple[int, int],
+                   intervals_at: Callable[[int], tuple[int, int]], eval_guess_s: float) -> int:
+        """Training steps after `step` that fit in `left` seconds with everything they bring: this
+        step's evaluation and save if due (`due_now`), the interval evaluations and saves of a run
+        ending `n` steps on (its intervals are `intervals_at(step + n)`, counted from `last_at`), and
+        the final evaluation and save. Counted exactly, not amortized per step: a run's last
+        interval is often skipped (`interval_due`), and a share per step left its time unused."""
         per_step = self.per_step()
         eval_s = self.eval_s if self.eval_s is not None else eval_guess_s
         save_s = self.save_s if self.save_s is not None else SAVE_GUESS_STEPS * per_step
-        per_step_all = per_step + eval_s / max(eval_every, 1) + save_s / max(save_every, 1)
+        eval_due, save_due = due_now
+        # after this step's own evaluation and save, the intervals count from it
+        eval_from, save_from = (step if eval_due else last_at[0]), (step if save_due else last_at[1])
+        fixed = eval_due * eval_s + save_due * save_s + eval_s + save_s
+
+        def cost(n: int) -> float:
+            if n == 0:  # this step is the last: its evaluation and save are the final ones
+                return eval_s + save_s
+            eval_every, save_every = intervals_at(step + n)
+            return (fixed + n * per_step
+                    + interval_runs(step, eval_from, max(eval_every, 1), step + n) * eval_s
+                    + interval_runs(step, save_from, max(save_every, 1), step + n) * save_s)
+
         self.resized = True
-        return max(0, int((left - eval_s - save_s) / per_step_all))
+        self.recent_seconds, self.recent_steps = 0.0, 0
+        n = max(0, int((left - fixed) / per_step))
+        while n > 0 and cost(n) > left:
+            n -= 1
+        return n
 
     def no_time_for_another(self, left: float, eval_due: bool, save_due: bool) -> bool:
         """True when going on (this step's own evaluation and save if due, one more step, then the

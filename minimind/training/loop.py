@@ -302,13 +302,15 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
             seconds_left = timing["left_s"]  # ... on one figure
             resize = budget.due(evaluated=eval_due)
             if resize or budget.no_time_for_another(seconds_left, eval_due, save_due):
-                left = 0 if not resize else budget.steps_left(seconds_left, eval_every, save_every,
-                                                              budget.eval_s or 0.0)
+                planned_step_s = budget.per_step()  # what the re-size plans with (steps_left resets its window)
+                left = 0 if not resize else budget.steps_left(
+                    seconds_left, step, (eval_due, save_due), (last_eval_at, last_save_at),
+                    lambda total: intervals(cfg, total, min_eval_every)[1:3], budget.eval_s or 0.0)
                 max_steps = step + left if left else step
                 state["max_steps"] = max_steps
                 warmup, eval_every, save_every, log_every = intervals(cfg, max_steps, min_eval_every)
                 if resize:
-                    log(f"measured {budget.per_step():.3f}s/step: run re-sized to {max_steps} steps to end "
+                    log(f"measured {planned_step_s:.3f}s/step: run re-sized to {max_steps} steps to end "
                         f"within {cfg.time_budget_s:.0f}s ({seconds_left:.0f}s left)")
                 last = step == max_steps
         tokens_per_s = window_tokens / max(now - window_start, 1e-9)
