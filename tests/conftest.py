@@ -13,6 +13,10 @@ import torch  # noqa: E402
 import minimind  # noqa: E402
 from helpers import SAMPLE_TEXTS, tiny_config  # noqa: E402
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # two test processes share the two cores: one thread each, or every op waits on the other's workers
+    torch.set_num_threads(1)
+
 
 @pytest.fixture(scope="session")
 def tokenizer():

@@ -83,10 +83,10 @@ def test_a_new_user_trains_a_classifier_sees_its_confusion_matrix_and_tries_it(t
             assert run.read_status()["state"] == "finished", run.read_status().get("error")
 
             # the run view: accuracy and macro-F1, their curves, and the confusion matrix
-            expect(page.locator("#train-progress")).to_contain_text("finished: step 30/30", timeout=30_000)
+            expect(page.locator("#train-progress")).to_contain_text("finished: step 30/30", timeout=90_000)
             expect(page.locator("#train-facts")).to_contain_text("Val macro-F1:")
             expect(page.locator("#objective-plot")).to_be_visible()
-            expect(page.locator("#confusion-line")).to_contain_text("Confusion matrix", timeout=30_000)
+            expect(page.locator("#confusion-line")).to_contain_text("Confusion matrix", timeout=90_000)
             table = page.locator("#confusion-table")
             expect(table).to_be_visible()
             for text in ("true \\ predicted", "play", "poem"):

@@ -49,7 +49,7 @@ def _train(page, ws: Workspace, architecture: str) -> str:
     run = RunDir(ws.runs / run_id)
     wait_for(lambda: run.read_status().get("state") in ("finished", "failed"), timeout=300, what=f"{run_id}")
     assert run.read_status()["state"] == "finished", run.read_status().get("error")
-    expect(page.locator("#train-progress")).to_contain_text("finished: step 6/6", timeout=30_000)
+    expect(page.locator("#train-progress")).to_contain_text("finished: step 6/6", timeout=90_000)
     return run_id
 
 
@@ -103,8 +103,8 @@ def test_two_architectures_trained_compared_and_chatted_with(tmp_path):
             # them per step here: the axis reaches far past the 6 steps)
             page.locator("#compare-axis").get_by_text("tokens trained on", exact=True).click()
             plot = page.locator("#compare-plot")
-            expect(plot).to_contain_text("tokens trained on", timeout=30_000)
-            wait_for(lambda: max(_ticks(plot)) > 50, timeout=30, every=0.3, what="the tokens axis")
+            expect(plot).to_contain_text("tokens trained on", timeout=90_000)
+            wait_for(lambda: max(_ticks(plot)) > 50, timeout=90, every=0.3, what="the tokens axis")
             expect(page.locator("#compare-plot .role-legend-symbol path")).to_have_count(4)
             page.screenshot(path=str(ARTIFACTS / "compare-runs.png"), full_page=True)
 

@@ -92,11 +92,11 @@ def test_a_grpo_run_from_the_page(tmp_path):
             expect(page.locator("#train-facts")).to_contain_text(re.compile(r"Held-out reward:\*?\*? ?\d\.\d{3}"))
 
             plot = page.locator("#objective-plot")
-            expect(plot).to_be_visible(timeout=30_000)
+            expect(plot).to_be_visible(timeout=90_000)
             for series in ("reward_form", "reward_rhyme", "reward_no_repetition", "kl", "val_reward"):
                 expect(plot).to_contain_text(series)
             table = page.locator("#rollouts-table")
-            expect(table).to_be_visible(timeout=30_000)
+            expect(table).to_be_visible(timeout=90_000)
             for header in ("prompt", "answer", "reward", "form", "rhyme", "no_repetition"):
                 expect(table).to_contain_text(header)
             expect(table).to_contain_text("为题")  # a held-out Tang prompt

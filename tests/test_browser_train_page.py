@@ -100,7 +100,7 @@ def test_minutes_budget_both_loss_lines_and_stop_resume_in_page_words(tmp_path):
                                             timeout=120_000)
             log = page.locator("#train-log textarea")
             expect(log).to_have_value(re.compile(r"stopped at step \d+ \(checkpoint saved\) — press Resume to continue"),
-                                      timeout=30_000)
+                                      timeout=90_000)
             assert "--resume" not in page.locator("body").inner_text() + log.input_value()
             stopped_at = _step(page)
             assert 0 < stopped_at < 150
@@ -108,7 +108,7 @@ def test_minutes_budget_both_loss_lines_and_stop_resume_in_page_words(tmp_path):
             page.locator("#resume-btn").click()
             expect(message).to_contain_text(re.compile(r"to resume|is training \(resumed\)"), timeout=60_000)
             expect(page.locator("#train-progress")).to_contain_text("finished: step 150/150", timeout=600_000)
-            expect(message).to_contain_text("finished: 150 steps", timeout=30_000)
+            expect(message).to_contain_text("finished: 150 steps", timeout=90_000)
             expect(message).not_to_contain_text("resume")
             assert "--resume" not in page.locator("body").inner_text() + log.input_value()
         except Exception:

@@ -55,14 +55,14 @@ def test_chinese_page_has_no_english_labels_left(tmp_path):
             expect(page.locator("#corpus-problems")).to_contain_text("未发现问题")
             expect(page.locator("#inspect-btn")).to_have_text("检查")
             # the histogram drawn (its axis titles are text of the tab once it is)
-            expect(page.locator("#corpus-histogram")).to_contain_text("文档数", timeout=30_000)
+            expect(page.locator("#corpus-histogram")).to_contain_text("文档数", timeout=90_000)
             assert _leftovers(page, "tab-corpus") == []
             page.screenshot(path=str(ARTIFACTS / "zh-tab-corpus.png"), full_page=True)
 
             # Train: the Device line and the run-time queue line (the timer's first tick)
             page.get_by_role("tab", name="训练").click()
             expect(page.locator("#tab-train")).to_contain_text("设备：")
-            expect(page.locator("#tab-train")).to_contain_text("队列：", timeout=30_000)
+            expect(page.locator("#tab-train")).to_contain_text("队列：", timeout=90_000)
             expect(page.locator("#start-btn")).to_have_text("开始训练")
             expect(page.locator("#estimate-btn")).to_have_text("估算规模与时间")
             expect(page.locator("#runs-table thead")).to_contain_text("状态")

@@ -109,7 +109,7 @@ def test_lora_run_then_chat_with_it_then_export_and_download(studio):
     # the API lists the finished run next to the shipped model
     names = [m["id"] for m in httpx.get(f"{server.url}/v1/models").json()["data"]]
     wait_for(lambda: f"run-{run_id}" in [m["id"] for m in httpx.get(f"{server.url}/v1/models").json()["data"]],
-             timeout=30, what="the run in /v1/models")
+             timeout=90, what="the run in /v1/models")
     assert "minimind-tang" in names
 
     table, files, message = client.predict(f"run:{run_id}", ["merged", "gguf-f16"], None, api_name="/export")
