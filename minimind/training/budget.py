@@ -136,9 +136,7 @@ class Budget:
         eval_from, save_from = (step if eval_due else last_at[0]), (step if save_due else last_at[1])
         fixed = eval_due * eval_s + save_due * save_s + eval_s + save_s
 
-        def cost(n: int) -> float:
-            if n == 0:  # this step is the last: its evaluation and save are the final ones
-                return eval_s + save_s
+        def cost(n: int) -> float:  # n >= 1 (with none left, this step's evaluation and save are the final ones)
             eval_every, save_every = intervals_at(step + n)
             return (fixed + n * per_step
                     + interval_runs(step, eval_from, max(eval_every, 1), step + n) * eval_s
