@@ -144,9 +144,23 @@ def train_and_score(name: str, budget: float, overrides: list[str], tag: str = "
         "steps": status.get("step"), "tokens seen": status.get("tokens"),
         "train tok/s (median)": sorted(speeds)[len(speeds) // 2] if speeds else 0.0,
         "trainer val BPC": status.get("val_bpc"), "train() wall s": train_seconds,
+        "compile + warm-up s": startup_seconds(metrics),
         "eval s": eval_seconds, "tokenizer s (outside budget)": tok_seconds,
         "threads": torch.get_num_threads(), "device": device,
     }
+
+
+def startup_seconds(metrics: list[dict]) -> float:
+    """Seconds the training loop spent before its first logged step beyond those steps' share at the
+    run's median step time: compilation (about 45 s on one core with a cold inductor cache, under
+    10 s with a warm one: benchmarks/NOTES.md) and first-step warm-up. 0 when too few steps logged."""
+    logged = [m for m in metrics if "elapsed_s" in m and "step" in m]
+    per_step = sorted((b["elapsed_s"] - a["elapsed_s"]) / (b["step"] - a["step"])
+                      for a, b in zip(logged, logged[1:]) if b["step"] > a["step"])
+    if not per_step:
+        return 0.0
+    first = logged[0]
+    return max(0.0, first["elapsed_s"] - first["step"] * per_step[len(per_step) // 2])
 
 
 def reference_and_score(name: str, budget: float) -> dict:

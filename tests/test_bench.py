@@ -40,6 +40,19 @@ def test_only_names_known_benchmarks(capsys):
     assert "decode_throughput" in capsys.readouterr().out
 
 
+def test_startup_seconds_is_the_time_before_the_first_log_beyond_its_steps():
+    """A loop that logs every 10 steps at 0.2 s a step, its first 10 steps taking 45 s (a cold
+    compile): 43 s of start-up; none when every step took its median time or too little is logged."""
+    import pytest
+
+    from benchmarks.quality import startup_seconds
+
+    logs = [{"step": 10 * (i + 1), "elapsed_s": 45.0 + 2.0 * i} for i in range(20)] + [{"step": 200, "val_bpc": 6.0}]
+    assert startup_seconds(logs) == pytest.approx(43.0)
+    assert startup_seconds([{"step": 10 * (i + 1), "elapsed_s": 2.0 * (i + 1)} for i in range(5)]) == pytest.approx(0)
+    assert startup_seconds([{"step": 10, "elapsed_s": 45.0}]) == 0.0
+
+
 def test_quality_side_by_side_trains_ours_and_the_reference_at_once_on_their_own_cores(tmp_path, monkeypatch):
     """The quality benchmark's side-by-side mode, for real at a 4-second budget: two child processes,
     each pinned to its own core with one thread, scored by the same evaluation; the section says
