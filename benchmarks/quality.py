@@ -47,6 +47,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -155,12 +156,12 @@ def startup_seconds(metrics: list[dict]) -> float:
     run's median step time: compilation (about 45 s on one core with a cold inductor cache, under
     10 s with a warm one: benchmarks/NOTES.md) and first-step warm-up. 0 when too few steps logged."""
     logged = [m for m in metrics if "elapsed_s" in m and "step" in m]
-    per_step = sorted((b["elapsed_s"] - a["elapsed_s"]) / (b["step"] - a["step"])
-                      for a, b in zip(logged, logged[1:]) if b["step"] > a["step"])
+    per_step = [(b["elapsed_s"] - a["elapsed_s"]) / (b["step"] - a["step"])
+                for a, b in zip(logged, logged[1:]) if b["step"] > a["step"]]
     if not per_step:
         return 0.0
     first = logged[0]
-    return max(0.0, first["elapsed_s"] - first["step"] * per_step[len(per_step) // 2])
+    return max(0.0, first["elapsed_s"] - first["step"] * statistics.median(per_step))
 
 
 def reference_and_score(name: str, budget: float) -> dict:
