@@ -22,7 +22,7 @@ from .objectives import build_objective, check_corpus_kind
 from .optimizers import make_optimizer
 from .precision import Precision
 from .run_dir import RunDir
-from .sizing import choose_preset, ladder_for, parameter_count, pretrain_lr
+from .sizing import choose_preset, choose_timed_preset, ladder_for, parameter_count, pretrain_lr
 from .state_io import load_optimizer, load_weights
 
 
@@ -161,8 +161,9 @@ def choose_new_model_size(cfg: TrainConfig, tokenizer, corpus, device: str, prec
                           budget: Budget | None, log, objective=None) -> bool:
     """Fill `model.preset: auto` (and an unset learning rate) of a new model from what the run can
     afford (training/sizing.py). Returns whether anything was chosen. With a time budget each
-    candidate size is timed by a short speed probe of the run's objective on this device; with
-    a step count or epochs the planned tokens are known without one."""
+    candidate size is timed by a short speed probe of the run's objective on this device, and the
+    chosen one timed again (sizing.choose_timed_preset); with a step count or epochs the planned
+    tokens are known without one."""
     if not cfg.new_model:
         return False
     chose = False
@@ -173,19 +174,27 @@ def choose_new_model_size(cfg: TrainConfig, tokenizer, corpus, device: str, prec
             return BatchStream(corpus.train, cfg.batch_size, cfg.grad_accum, cfg.seed, tokenizer.pad_token_id,
                                info.rank, info.world)
 
-        def planned_tokens(preset: str) -> float:
-            if cfg.max_steps or budget is None:
-                return (cfg.max_steps or cfg.epochs * stream().steps_per_epoch()) * tokens_per_step
+        def seconds_per_step(preset: str) -> float:
             trial = TrainConfig.from_dict({**cfg.to_dict(), "model": {**cfg.to_dict()["model"], "preset": preset}})
             model = build_model(trial, tokenizer, device, precision.dtype).train()
             per_step = dist.mean(speed_probe(model, stream(), precision, objective, steps=2), info)
             del model
+            return per_step
+
+        def tokens_for(per_step: float) -> float:
             return 0.9 * dist.mean(budget.left(time.perf_counter()), info) / per_step * tokens_per_step
 
         architecture = cfg.model.architecture
-        choice = choose_preset(planned_tokens, lambda preset: parameter_count(preset, len(tokenizer),
-                                                                               cfg.model.overrides, architecture),
-                               ladder=ladder_for(architecture))
+        ladder = ladder_for(architecture)
+
+        def parameters(preset: str) -> int:
+            return parameter_count(preset, len(tokenizer), cfg.model.overrides, architecture)
+
+        if cfg.max_steps or budget is None:
+            known = (cfg.max_steps or cfg.epochs * stream().steps_per_epoch()) * tokens_per_step
+            choice = choose_preset(lambda preset: known, parameters, ladder=ladder)
+        else:
+            choice = choose_timed_preset(seconds_per_step, tokens_for, parameters, ladder=ladder, log=log)
         cfg.model.preset, chose = choice.preset, True
         log(choice.describe())
     if cfg.optim.lr is None:

@@ -32,6 +32,12 @@ TOKENS_PER_PARAMETER = 2.5
 # models were trained with.
 PRESET_LR = {"pico": 4e-3, "micro": 3e-3}
 DEFAULT_LR = 2e-3
+# A second timing of the chosen size this many times slower or faster than its first means the
+# machine's speed changed while the sizes were timed, and the sizes are timed again. At 60
+# minutes on the Tang poems the first timings ran 2.5 times slow (0.51 s a step against 0.20 a
+# second later) and chose pico where micro wins (benchmarks/NOTES.md, "Size probe"); the noise
+# of an undisturbed 2-step timing is about 10 %.
+PROBE_TOLERANCE = 1.25
 
 
 @dataclass
@@ -61,6 +67,29 @@ def choose_preset(planned_tokens: Callable[[str], float], parameters: Callable[[
         if tokens < ratio * params:
             break
     return chosen
+
+
+def choose_timed_preset(seconds_per_step: Callable[[str], float], tokens_for: Callable[[float], float],
+                        parameters: Callable[[str], int], ladder: tuple = LADDER, ratio: float = TOKENS_PER_PARAMETER,
+                        log: Callable[[str], None] = lambda message: None) -> SizeChoice:
+    """choose_preset for a time budget: `seconds_per_step(size)` times a size on this device,
+    `tokens_for(seconds)` is what a step time buys of the budget left. The chosen size is timed
+    a second time; if the two timings differ by more than PROBE_TOLERANCE either way (another
+    process starting beside this one), every size is timed again, once, and the choice is made
+    from those timings."""
+    first: dict[str, float] = {}
+
+    def planned(name: str) -> float:
+        first[name] = seconds_per_step(name)
+        return tokens_for(first[name])
+
+    choice = choose_preset(planned, parameters, ladder, ratio)
+    again = seconds_per_step(choice.preset)
+    if max(again, first[choice.preset]) <= PROBE_TOLERANCE * min(again, first[choice.preset]):
+        return choice
+    log(f"size probe: {choice.preset} timed {first[choice.preset]:.2f}s/step, then {again:.2f}s/step: "
+        "the machine's speed changed while the sizes were timed, so they are timed again")
+    return choose_preset(lambda name: tokens_for(seconds_per_step(name)), parameters, ladder, ratio)
 
 
 def ladder_for(architecture: str) -> tuple:
