@@ -78,6 +78,38 @@ def test_quality_side_by_side_trains_ours_and_the_reference_at_once_on_their_own
     summary = result["summary"]
     assert summary["shakespeare BPC ours / reference (0.0666667 min)"] == ours["BPC"] / ref["BPC"]
     assert result["threads"].startswith("1 each") and "side by side" in result["threads"]
+    assert (tmp_path / "compile-cache" / "shakespeare-default").is_dir()  # ours' own compile cache
     with pytest.raises(RuntimeError, match="2 cores"):  # on one core there is no side by side
         monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
         quality.side_by_side("shakespeare", 4, [], "x")
+
+
+def test_quality_one_after_the_other_trains_ours_in_a_child_with_this_processs_threads(tmp_path, monkeypatch):
+    """Without side by side, ours still trains in a child process (an empty compile cache of its
+    own, as in side by side), with the threads of the process that runs the benchmark."""
+    import torch
+
+    from benchmarks import quality
+    from helpers import shared_corpus
+
+    shared_corpus("shakespeare.txt")
+    monkeypatch.setenv("QUALITY_CACHE", str(tmp_path))
+    monkeypatch.setattr(quality, "CACHE", tmp_path)
+    threads = torch.get_num_threads()
+    result = quality.run(budget=4, corpora=("shakespeare",), overrides=["compile=off", "model.preset=pico"],
+                         reference=False, together=False)
+    (ours,) = result["rows"]
+    assert ours["model"].startswith("ours") and ours["steps"] > 0 and ours["threads"] == threads
+    assert ours["BPC"] == result["summary"]["shakespeare BPC ours (0.0666667 min)"]
+
+
+def test_each_leg_of_ours_gets_an_empty_compile_cache(tmp_path, monkeypatch):
+    from benchmarks import quality
+
+    monkeypatch.setattr(quality, "CACHE", tmp_path)
+    stale = quality.compile_cache("tang", "x") / "fxgraph"
+    stale.mkdir()
+    (stale / "kernel.so").write_bytes(b"compiled before")
+    folder = quality.compile_cache("tang", "x")
+    assert folder.is_dir() and not any(folder.iterdir())
+    assert quality.compile_cache("shakespeare", "x") != folder

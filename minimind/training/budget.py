@@ -122,8 +122,9 @@ class Budget:
         return evaluated
 
     def steps_left(self, left: float, step: int, due_now: tuple[bool, bool], last_at: tuple[int, int],
-                   intervals_at: Callable[[int], tuple[int, int]], eval_guess_s: float) -> int:
-        """Training steps after `step` that fit in `left` seconds with everything they bring: this
+                   intervals_at: Callable[[int], tuple[int, int]], eval_guess_s: float) -> tuple[int, float]:
+        """(training steps after `step` that fit in `left` seconds, the seconds a step they were
+        planned with; the window of recent steps starts again). The steps count everything they bring: this
         step's evaluation and save if due (`due_now`), the interval evaluations and saves of a run
         ending `n` steps on (its intervals are `intervals_at(step + n)`, counted from `last_at`), and
         the final evaluation and save. Counted exactly, not amortized per step: a run's last
@@ -147,7 +148,7 @@ class Budget:
         n = max(0, int((left - fixed) / per_step))
         while n > 0 and cost(n) > left:
             n -= 1
-        return n
+        return n, per_step
 
     def no_time_for_another(self, left: float, eval_due: bool, save_due: bool) -> bool:
         """True when going on (this step's own evaluation and save if due, one more step, then the

@@ -302,8 +302,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
             seconds_left = timing["left_s"]  # ... on one figure
             resize = budget.due(evaluated=eval_due)
             if resize or budget.no_time_for_another(seconds_left, eval_due, save_due):
-                planned_step_s = budget.per_step()  # what the re-size plans with (steps_left resets its window)
-                left = 0 if not resize else budget.steps_left(
+                left, planned_step_s = (0, None) if not resize else budget.steps_left(
                     seconds_left, step, (eval_due, save_due), (last_eval_at, last_save_at),
                     lambda total: intervals(cfg, total, min_eval_every)[1:3], budget.eval_s or 0.0)
                 max_steps = step + left if left else step
