@@ -316,3 +316,32 @@ def test_steps_that_turn_faster_late_still_fill_the_budget(tmp_path, tokenizer_d
     used = clock.now - started
     assert status["state"] == "finished" and status["step"] == status["total"]
     assert 30.0 - 0.0625 < used <= 30.0, (used, status["step"])
+
+
+def test_a_compiled_models_first_evaluation_does_not_plan_the_rest(tmp_path, tokenizer_dir, monkeypatch):
+    """A compiled model's first evaluation also compiles its evaluation shapes (on the fake clock:
+    4 s more, once). Planned with that figure for every evaluation left, the run ended 8 s short of
+    its 20; the budget keeps the probe's figure until the second evaluation, and the run ends within
+    its budget and less than one step short of it."""
+    from minimind.training.compiling import decoder_layers
+
+    clock = _fake_clock(monkeypatch)
+    monkeypatch.setattr(training_loop, "compile_layers", lambda model, cfg, max_steps, log: decoder_layers(model))
+    real_eval = LanguageModel.evaluate  # (the fake clock's)
+    evaluations = []
+
+    def first_compiles(self, model, batches):  # the first call is the budget's probe, before compiling
+        evaluations.append(clock.now)
+        if len(evaluations) == 2:
+            clock.now += 4.0
+        return real_eval(self, model, batches)
+
+    monkeypatch.setattr(LanguageModel, "evaluate", first_compiles)
+    corpus = write_text_corpus(tmp_path)
+    cfg = make_config(tmp_path, [corpus], model__tokenizer=str(tokenizer_dir), max_steps=0, time_budget_s=20.0,
+                      compile="on", eval_every=15, save_every=0, eval_batches=1)
+    started = clock.now
+    status = train(cfg)
+    used = clock.now - started
+    assert status["state"] == "finished" and status["step"] == status["total"] and len(evaluations) >= 4
+    assert 20.0 - 0.125 < used <= 20.0, (used, status["step"], evaluations)
