@@ -59,7 +59,7 @@ def _tokens_for(seconds):  # half an hour of steps of 1,024 tokens
 
 def test_a_steady_machine_times_the_chosen_size_once_more_and_keeps_its_choice():
     steady = {"pico": 0.15, "micro": 0.20, "nano": 0.28, "mini": 0.6}
-    seconds_per_step, calls = _timed(steady, {"micro": 0.22})   # 10 % off: inside the tolerance
+    seconds_per_step, calls = _timed(steady, {"micro": 0.26})   # 30 % off (a first size warming up): inside
     messages = []
     choice = choose_timed_preset(seconds_per_step, _tokens_for, lambda name: parameter_count(name, 6400),
                                  log=messages.append)
@@ -79,4 +79,4 @@ def test_timings_that_ran_slow_are_taken_again_and_the_choice_follows_the_new_on
     assert choice.preset == "micro"
     assert calls == ["pico", "pico", "pico", "micro", "nano"]  # pico fell short at first
     assert len(messages) == 1 and "0.51s/step, then 0.20s/step" in messages[0]
-    assert PROBE_TOLERANCE == 1.25
+    assert PROBE_TOLERANCE == 1.5
