@@ -27,8 +27,8 @@ GPT with nanoGPT's CPU recipe (benchmarks/char_gpt.py),
 trained for the same wall-clock budget on the same training texts and scored by the
 same `evaluate_documents` on the same held-out documents (in windows of its block, 64).
 Ours trains in a child process with an empty compile cache of its own for each leg, so every
-leg pays the compilation a first run on a machine pays (about 45 s of a one-thread run; the
-reference does not compile); before, the first leg on a machine paid it and later legs with the
+leg pays the compilation a first run on a machine pays (24-46 s of a one-thread run:
+benchmarks/NOTES.md; the reference does not compile); before, the first leg on a machine paid it and later legs with the
 same shapes found the machine's cache warm. Each ours row gives what it paid (`compile + warm-up s`).
 Target (the quality issue): at least 10 % lower held-out BPC than the reference, at budgets
 of 10 and 60 minutes (`BUDGETS`; the whole suite then takes about 4.7 hours at 2 threads).
@@ -203,11 +203,7 @@ def side_by_side(name: str, budget: float, overrides: list[str], tag: str) -> tu
     half = len(cores) // 2
     children = [(part, *start_part(part, name, budget, overrides, tag, part_cores))
                 for part, part_cores in (("ours", cores[:half]), ("reference", cores[half:2 * half]))]
-    codes = {part: child.wait() for part, _, child in children}
-    failed = [f"{part} (exit {code})" for part, code in codes.items() if code != 0]
-    if failed:
-        raise RuntimeError(f"side by side: {', '.join(failed)} failed; its output is above")
-    ours, ref = (json.loads(out.read_text(encoding="utf-8")) for _, out, _ in children)
+    ours, ref = finished_parts(children, f"{name} side by side")
     return ours, ref
 
 
@@ -229,21 +225,28 @@ def start_part(part: str, name: str, budget: float, overrides: list[str], tag: s
 
 
 def compile_cache(name: str, tag: str) -> Path:
-    """An empty inductor cache folder for ours on `name`. A cold cache costs about 45 s of a
-    one-thread run (gcc builds the kernels), a warm one under 10 (benchmarks/NOTES.md): with the
-    machine's shared cache, a leg's figure depended on which legs had run before it on that machine."""
+    """An empty inductor cache folder for ours on `name` (with the machine's shared cache, a leg's
+    figure depended on which legs had run before it on that machine)."""
     folder = CACHE / "compile-cache" / f"{name}-{tag}"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     return folder
 
 
+def finished_parts(children: list[tuple[str, Path, subprocess.Popen]], what: str) -> list[dict]:
+    """The results of (part, result file, process) children once all have exited; an error naming
+    those that failed (their own output, above, says why)."""
+    codes = {part: child.wait() for part, _, child in children}
+    failed = [f"{part} (exit {code})" for part, code in codes.items() if code != 0]
+    if failed:
+        raise RuntimeError(f"{what}: {', '.join(failed)} failed; its output is above")
+    return [json.loads(out.read_text(encoding="utf-8")) for _, out, _ in children]
+
+
 def ours_alone(name: str, budget: float, overrides: list[str], tag: str) -> dict:
     """Ours on `name`, in a child process (`start_part`) while this one waits."""
-    out, child = start_part("ours", name, budget, overrides, tag)
-    if child.wait() != 0:
-        raise RuntimeError(f"ours on {name} failed (exit {child.returncode}); its output is above")
-    return json.loads(out.read_text(encoding="utf-8"))
+    (ours,) = finished_parts([("ours", *start_part("ours", name, budget, overrides, tag))], name)
+    return ours
 
 
 def budgets_to_run(quick: bool, budget: float | None) -> tuple[float, ...]:
