@@ -3,8 +3,8 @@
 import pytest
 
 from minimind import MiniMindConfig, MiniMindForCausalLM
-from minimind.training.sizing import (LADDER, PROBE_TOLERANCE, TOKENS_PER_PARAMETER, choose_preset, choose_timed_preset,
-                                       parameter_count)
+from minimind.training.sizing import (LADDER, PROBE_TOLERANCE, REPEAT_DROPOUT, REPEAT_PASSES, TOKENS_PER_PARAMETER,
+                                       choose_preset, choose_timed_preset, parameter_count, repetition_dropout)
 
 
 def test_parameter_count_is_the_built_models():
@@ -80,3 +80,8 @@ def test_timings_that_ran_slow_are_taken_again_and_the_choice_follows_the_new_on
     assert calls == ["pico", "pico", "pico", "micro", "nano"]  # pico fell short at first
     assert len(messages) == 1 and "0.51s/step, then 0.20s/step" in messages[0]
     assert PROBE_TOLERANCE == 1.5
+
+
+def test_dropout_starts_where_the_planned_passes_reach_the_threshold():
+    assert repetition_dropout(0.7) == repetition_dropout(REPEAT_PASSES - 0.01) == 0.0
+    assert repetition_dropout(REPEAT_PASSES) == repetition_dropout(40.0) == REPEAT_DROPOUT > 0

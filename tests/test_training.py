@@ -192,6 +192,48 @@ def test_compiled_layers_train_like_eager_ones(tmp_path, tokenizer_dir):
         assert abs(runs["off"][step] - runs["on"][step]) < 1e-3
 
 
+def test_a_new_model_planned_to_repeat_its_data_trains_with_dropout(tmp_path, tokenizer_dir):
+    """Planned passes over the training split at REPEAT_PASSES or more: residual dropout
+    REPEAT_DROPOUT in the model, its config.json and the run's config.yaml (a resume builds the
+    same model); fewer passes, or a dropout the user set, are left alone."""
+    from minimind.training.sizing import REPEAT_DROPOUT, REPEAT_PASSES
+
+    corpus = write_text_corpus(tmp_path, copies=1)  # 82 rows: 6 steps of 16 a pass
+    settings = {"repeats": {"max_steps": 0, "epochs": REPEAT_PASSES + 1},
+                "once": {"max_steps": 0, "epochs": 1.0},
+                "set": {"max_steps": 0, "epochs": REPEAT_PASSES + 1, "model__overrides__dropout": 0.0}}
+    dropout = {}
+    for name, extra in settings.items():
+        cfg = make_config(tmp_path / name, [corpus], model__tokenizer=str(tokenizer_dir), batch_size=16,
+                          compile="off", **extra)
+        status = train(cfg)
+        run = RunDir(tmp_path / name / "run")
+        saved = TrainConfig.load(run.config_file).model.overrides.get("dropout")
+        model = load_model(status["final_checkpoint"])
+        dropout[name] = (saved, model.config.dropout)
+        if name == "repeats":
+            assert f"residual dropout {REPEAT_DROPOUT:g}" in run.log_file.read_text()
+    assert dropout == {"repeats": (REPEAT_DROPOUT, REPEAT_DROPOUT), "once": (None, 0.0), "set": (0.0, 0.0)}
+
+
+def test_chosen_dropout_is_the_models_during_training(tmp_path, tokenizer_dir, monkeypatch):
+    """The dropout is set before the first step: the layers' nn.Dropout modules train with it."""
+    from minimind.training.sizing import REPEAT_DROPOUT, REPEAT_PASSES
+
+    seen = []
+    real_loss = LanguageModel.loss
+
+    def watching_loss(self, model, batch):
+        seen.append({m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)})
+        return real_loss(self, model, batch)
+
+    monkeypatch.setattr(LanguageModel, "loss", watching_loss)
+    corpus = write_text_corpus(tmp_path, copies=1)
+    train(make_config(tmp_path, [corpus], model__tokenizer=str(tokenizer_dir), max_steps=0, batch_size=16,
+                      compile="off", epochs=REPEAT_PASSES + 1))
+    assert seen and all(ps == {REPEAT_DROPOUT} for ps in seen)
+
+
 class _StepClock:
     """The trainer's clock (its `time` module), advanced only by the work it does: each
     micro-batch's loss costs `per_batch` seconds, so its time accounting is exact on any machine."""

@@ -37,7 +37,7 @@ from .perf import flops_per_token, matmul_peak_flops
 from .precision import Precision, bf16_supported, describe, pick_device
 from .run_dir import RunDir, new_run_id
 from .schedule import lr_at
-from .setup import set_up, speed_probe, step_batches
+from .setup import choose_dropout, set_up, speed_probe, step_batches
 from ..classifier import write_adapter_labels
 from .state_io import full_model_state, full_optimizer_state, write_generation_config
 
@@ -168,6 +168,8 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         if per_step:
             log(f"speed probe: {per_step:.2f}s/step -> {max_steps} steps in {cfg.time_budget_s:.0f}s")
     state["max_steps"] = max_steps
+    if state["step"] == 0 and choose_dropout(cfg, base_model, max_steps, stream, log) and main:
+        cfg.save(run_dir.config_file)
     min_eval_every = eval_every_at_least(cfg, len(corpus.validation))
     warmup, eval_every, save_every, log_every = intervals(cfg, max_steps, min_eval_every)
     # With a time budget, the probe (eager, before compilation, maybe on a busy machine) only

@@ -22,7 +22,8 @@ from .objectives import build_objective, check_corpus_kind
 from .optimizers import make_optimizer
 from .precision import Precision
 from .run_dir import RunDir
-from .sizing import choose_preset, choose_timed_preset, ladder_for, parameter_count, pretrain_lr
+from .sizing import (choose_preset, choose_timed_preset, ladder_for, parameter_count, pretrain_lr,
+                     repetition_dropout)
 from .state_io import load_optimizer, load_weights
 
 
@@ -200,6 +201,28 @@ def choose_new_model_size(cfg: TrainConfig, tokenizer, corpus, device: str, prec
     if cfg.optim.lr is None:
         cfg.optim.lr, chose = pretrain_lr(cfg.model.preset), True
     return chose
+
+
+def choose_dropout(cfg: TrainConfig, model: torch.nn.Module, max_steps: int, stream: BatchStream, log) -> bool:
+    """Set the residual dropout of a new pretrained transformer from the passes over its training
+    split that its planned steps make (sizing.repetition_dropout), unless `model.overrides` sets
+    it; the model is not compiled yet. Returns whether dropout was set (the run's config.yaml then
+    records it, so a resumed run builds the same model)."""
+    if not (cfg.mode == "pretrain" and cfg.new_model and cfg.model.architecture == "transformer"
+            and "dropout" not in cfg.model.overrides):
+        return False
+    passes = max_steps / max(stream.steps_per_epoch(), 1e-9)
+    p = repetition_dropout(passes)
+    if not p:
+        return False
+    cfg.model.overrides["dropout"] = p
+    model.config.dropout = p
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = p
+    log(f"{passes:.1f} planned passes over the training split: residual dropout {p:g} against "
+        "overfitting (model.overrides.dropout sets it)")
+    return True
 
 
 def step_batches(objective, model, stream: BatchStream, step: int) -> tuple[list[dict], dict]:

@@ -39,6 +39,12 @@ DEFAULT_LR = 2e-3
 # undisturbed process times its first size up to 1.28 times slow (its first model warming up)
 # and the rest within about 10 %: those timings are what TOKENS_PER_PARAMETER was fitted on.
 PROBE_TOLERANCE = 1.5
+# A new model that will see its training split at least REPEAT_PASSES times trains with residual
+# dropout REPEAT_DROPOUT (unless model.overrides sets dropout). Without it the Shakespeare hour
+# (micro, 11 passes over 1.3M tokens) overfit: validation BPC bottomed at 1.750 and rose to 1.807,
+# ending worse than the 10-minute model (benchmarks/NOTES.md, "Repetition").
+REPEAT_PASSES = 6.0
+REPEAT_DROPOUT = 0.1
 
 
 @dataclass
@@ -111,6 +117,12 @@ def parameter_count(preset: str, vocab_size: int, overrides: dict | None = None,
     with torch.device("meta"):
         model = model_class(config)
     return sum(p.numel() for p in model.parameters())
+
+
+def repetition_dropout(passes: float) -> float:
+    """Residual dropout of a new model planned to see its training split `passes` times: none while
+    repeated tokens still teach about as much as new ones, REPEAT_DROPOUT once it would overfit."""
+    return REPEAT_DROPOUT if passes >= REPEAT_PASSES else 0.0
 
 
 def pretrain_lr(preset: str) -> float:
