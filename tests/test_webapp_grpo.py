@@ -106,7 +106,7 @@ def test_a_bad_reward_shows_the_config_error_before_any_run(ctx):
     assert "Traceback" not in str(shown.value) and not list(ctx.workspace.runs.iterdir())
     with pytest.raises(ConfigError, match="parameter .pattern. is required"):
         _config(ctx, rewards=grpo.reward_spec(*_widgets(regex=(1.0, {}))))
-    with pytest.raises(ConfigError, match=r"weight must be a number >= 0, got None"):
+    with pytest.raises(ConfigError, match=r"weight must be a number between 0 and 1000 \(only the weights. ratios matter\), got None"):
         _config(ctx, rewards=grpo.reward_spec(*_widgets(form=(None, {}))))
     with pytest.raises(ConfigError, match="unknown reward 'python'"):
         _config(ctx, rewards=[{"name": "python", "code": "import os"}])

@@ -12,7 +12,7 @@ from typing import Callable
 
 from minimind.errors import ConfigError
 
-from . import poetry, text
+from . import pattern, poetry, text
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,8 @@ REWARDS: dict[str, RewardKind] = {kind.name: kind for kind in (
         Param("max_lines", int, 0, "most non-empty lines (0 = no bound)")),
         "The answer's length is within bounds; falls linearly to 0 outside."),
     RewardKind("regex", text.regex_match, (
-        Param("pattern", str, "", f"a regular expression, at most {text.REGEX_MAX_CHARS} characters",
+        Param("pattern", str, "", f"a regular expression, at most {pattern.MAX_CHARS} characters, each "
+                                   f"counted repeat at most {pattern.MAX_REPEAT:,}",
               required=True),),
         "A regular expression is found in the answer."),
     RewardKind("contains", text.contains, (
@@ -70,6 +71,7 @@ _CHECKS: dict[str, Callable[[dict], dict]] = {
     "avoid": lambda params: text.check_texts("avoid", params),
     "no_repetition": text.check_no_repetition, "format": text.check_wrapped,
 }
+MAX_WEIGHT = 1000.0  # weights are relative: a bound keeps their sum and the weighted mean finite
 _KIND_WORDS = {str: "a string", int: "an integer", float: "a number", list: "a string or a list of strings"}
 
 
@@ -113,8 +115,9 @@ def _build_one(spec, position: int) -> Reward:
     kind = REWARDS[name]
     weight = spec.get("weight", 1.0)
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) \
-            or weight < 0:
-        raise ConfigError(f"reward {name!r}: weight must be a number >= 0, got {weight!r}")
+            or not 0 <= weight <= MAX_WEIGHT:
+        raise ConfigError(f"reward {name!r}: weight must be a number between 0 and {MAX_WEIGHT:g} (only the "
+                          f"weights' ratios matter), got {weight!r}")
     allowed = {p.name: p for p in kind.params}
     params = {}
     for key, value in spec.items():

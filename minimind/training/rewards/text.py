@@ -5,12 +5,10 @@ scoring, and returns a float in [0, 1]."""
 from __future__ import annotations
 
 import unicodedata
-from functools import lru_cache
 
 from minimind.errors import ConfigError
 
-REGEX_TIMEOUT_S = 0.05  # a catastrophic pattern from a hosted page must not hang the trainer
-REGEX_MAX_CHARS = 200
+from . import pattern as user_pattern
 
 
 def _bound_score(value: int, low: int, high: int) -> float:
@@ -43,38 +41,16 @@ def check_length(params: dict) -> dict:
     return params
 
 
-@lru_cache(maxsize=64)
-def _compiled(pattern: str):
-    import regex
-
-    return regex.compile(pattern)
-
-
 def regex_match(answer: str, prompt: str, record: dict, pattern: str = "") -> float:
     """1.0 when the pattern is found anywhere in the answer (regex.search); a search that runs past
-    REGEX_TIMEOUT_S scores 0, as does an empty answer."""
+    pattern.SEARCH_TIMEOUT_S scores 0, as does an empty answer."""
     if not answer.strip():
         return 0.0
-    try:
-        return 1.0 if _compiled(pattern).search(answer, timeout=REGEX_TIMEOUT_S) else 0.0
-    except TimeoutError:
-        return 0.0
+    return 1.0 if user_pattern.search(pattern, answer) else 0.0
 
 
 def check_regex(params: dict) -> dict:
-    import regex
-
-    pattern = params["pattern"]
-    if not pattern:
-        raise ConfigError("reward 'regex': pattern is empty; give a regular expression the answer "
-                          "should match, e.g. pattern: '月'")
-    if len(pattern) > REGEX_MAX_CHARS:
-        raise ConfigError(f"reward 'regex': pattern has {len(pattern)} characters; keep it to "
-                          f"{REGEX_MAX_CHARS} or fewer")
-    try:
-        _compiled(pattern)
-    except regex.error as error:
-        raise ConfigError(f"reward 'regex': pattern {pattern!r} does not compile: {error}") from None
+    user_pattern.check_pattern(params["pattern"])  # bounded before anything compiles
     return params
 
 
