@@ -27,6 +27,7 @@ from starlette.requests import cookie_parser
 
 from minimind.serving.guards import bearer_token, same_secret, send_json
 from minimind.serving.protocol import ApiError
+from minimind.serving.throttle import LoginThrottle, retry_after, throttled_message
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +35,9 @@ log = logging.getLogger(__name__)
 PUBLIC_EXACT = {"/", "/theme.css", "/favicon.ico", "/robots.txt", "/manifest.json"}
 PUBLIC_PREFIXES = ("/assets/", "/static/")
 LOGIN_PATHS = {"/login", "/login/"}
-# Gradio routes this app does not offer: a deep link would hand a session's state to another browser
-CLOSED = ("/gradio_api/deep_link",)
+# Gradio routes this app does not offer: a deep link would hand a session's state to another browser;
+# monitoring (off here) would still count every endpoint's calls for anyone who asks
+CLOSED = ("/gradio_api/deep_link", "/monitoring", "/gradio_api/monitoring")
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,19 @@ class Access:
 
     def authenticated(self, headers, session_user: Callable[[], str | None]) -> bool:
         """Does the request carry the key, the page's user and password, or a page session?"""
-        return self._key(headers) or self._basic(headers) or session_user() is not None
+        return self.credentials(headers) or session_user() is not None
+
+    def credentials(self, headers) -> bool:
+        """Does the request's Authorization header hold the key or the page's user and password?"""
+        return self._key(headers) or self._basic(headers)
+
+    def offers_credentials(self, headers) -> bool:
+        """Does the request try a secret this server checks (so a wrong one counts as a failed login)?"""
+        return bool(headers.get("authorization", "").strip()) and (self.login is not None or self.api_key is not None)
+
+    def checks_password(self, user: str, password: str) -> bool:
+        """The page's login form, in constant time for the user name as for the password."""
+        return self.login is not None and same_secret(user, self.login[0]) & same_secret(password, self.login[1])
 
     def refusal(self, path: str) -> tuple[dict, dict]:
         """(body, headers) of the 401 for a request that may not pass."""
@@ -149,10 +163,12 @@ def parse_login(value: str) -> tuple[str, str] | None:
 class Gate:
     """ASGI middleware applying `Access` to every HTTP request and websocket."""
 
-    def __init__(self, app, access: Access, session_user: Callable[[dict], str | None]):
+    def __init__(self, app, access: Access, session_user: Callable[[dict], str | None],
+                 throttle: LoginThrottle | None = None):
         self.app = app
         self.access = access
         self.session_user = session_user   # cookies -> the logged-in page user, or None
+        self.throttle = throttle or LoginThrottle()
 
     async def __call__(self, scope, receive, send):
         if scope["type"] not in ("http", "websocket"):
@@ -160,6 +176,19 @@ class Gate:
         headers = Headers(scope=scope)
         path, method = scope.get("path", ""), scope.get("method", "GET")
         user = lambda: self.session_user(cookie_parser(headers.get("cookie", "")))  # noqa: E731
+        logging_in = method == "POST" and path in LOGIN_PATHS and self.access.login is not None
+        offered = self.access.offers_credentials(headers)
+        client = self.throttle.client(scope, headers)
+        if (logging_in or offered) and (wait := self.throttle.wait(client)) > 0:
+            status, body, extra = 429, ApiError(429, throttled_message(wait), code="rate_limited").body(), \
+                retry_after(wait)
+            if scope["type"] == "websocket":
+                return await send({"type": "websocket.close", "code": 1008})
+            return await send_json(send, status, body, extra)
+        if offered:
+            (self.throttle.succeeded if self.access.credentials(headers) else self.throttle.failed)(client)
+        if logging_in:
+            send = _login_outcome(send, lambda ok: (self.throttle.succeeded if ok else self.throttle.failed)(client))
         if not self.access.allows(path, method, headers, user):
             status, (body, extra) = 401, self.access.refusal(path)
         elif path.startswith(CLOSED) or _asks_deep_link(scope):
@@ -171,6 +200,19 @@ class Gate:
         if scope["type"] == "websocket":
             return await send({"type": "websocket.close", "code": 1008})
         await send_json(send, status, body, extra)
+
+
+def _login_outcome(send, report: Callable[[bool], None]):
+    """Wrap `send` to report whether the login form's POST succeeded (Gradio answers 200 with the
+    session cookie, or 400 for wrong credentials)."""
+    async def watched(message):
+        if message["type"] == "http.response.start":
+            status = message.get("status", 0)
+            if status == 200 or status == 400:
+                report(status == 200)
+        return await send(message)
+
+    return watched
 
 
 _API_INFO = re.compile(rb"window\.gradio_api_info = .*?;</script>", re.DOTALL)

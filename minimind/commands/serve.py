@@ -53,6 +53,7 @@ def run(args) -> int:
     import uvicorn
 
     from ..serving import ModelRegistry, create_app
+    from ..serving.throttle import LoginThrottle
     from ..serving.guards import max_request_bytes
 
     if not Path(args.model).exists():
@@ -67,7 +68,8 @@ def run(args) -> int:
     api_key = os.environ.get("MINIMIND_API_KEY") or None
     limit = max_request_bytes(args.max_request_mb if args.max_request_mb is not None
                               else os.environ.get("MINIMIND_MAX_REQUEST_MB"))
-    app = create_app(registry, api_key=api_key, max_queue=args.max_queue, max_request_bytes=limit)
+    app = create_app(registry, api_key=api_key, max_queue=args.max_queue, max_request_bytes=limit,
+                     throttle=LoginThrottle.from_env(os.environ))
     auth = "API key required" if api_key else "no API key (set MINIMIND_API_KEY to require one)"
     print(f"serving {', '.join(registry.names())} at http://{args.host}:{args.port}/v1 ({auth}); "
           f"base model: {base}", flush=True)

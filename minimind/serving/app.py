@@ -28,6 +28,7 @@ from ..generation import (Generation, chat, check_length, complete, context_size
                           longest_token)
 from ..inference import LoadedModel, ModelRegistry
 from .guards import DEFAULT_MAX_REQUEST_BYTES, BodyLimit, bearer_token, parse_json, same_secret
+from .throttle import LoginThrottle, retry_after, throttled_message
 from .pool import GenerationPool, QueueFull
 from .protocol import (ApiError, GenerationRequest, bad_request, chat_chunk, chat_response, completion_chunk,
                        completion_response, from_sampling_error, new_id, parse_chat, parse_completion,
@@ -39,7 +40,8 @@ HTTP_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
 def create_app(registry: ModelRegistry, api_key: str | None = None, max_queue: int = 32,
                prefix: str = "/v1", title: str = "MiniMind API",
-               max_request_bytes: int | None = DEFAULT_MAX_REQUEST_BYTES) -> FastAPI:
+               max_request_bytes: int | None = DEFAULT_MAX_REQUEST_BYTES,
+               throttle: LoginThrottle | None = None) -> FastAPI:
     """An app serving `registry`'s models at `{prefix}/models`, `{prefix}/chat/completions` and
     `{prefix}/completions`.
 
@@ -51,6 +53,7 @@ def create_app(registry: ModelRegistry, api_key: str | None = None, max_queue: i
     from the model's generation_config.json.
     max_request_bytes: bodies over this (default 1 MB) are answered 413 before they are read;
                None when the host app guards sizes itself (the web app does, for all its routes).
+    throttle:  slows down wrong keys (throttle.py); default: one of its own, by peer address.
     To mount it in another app: `host.mount("/v1", create_app(registry, prefix=""))`.
     """
     pool = GenerationPool(max_queue=max_queue)
@@ -85,9 +88,20 @@ def create_app(registry: ModelRegistry, api_key: str | None = None, max_queue: i
         return JSONResponse(_server_error().body(), status_code=500)
 
     if api_key:
+        throttle = throttle or LoginThrottle()
+
         @app.middleware("http")
         async def _auth(request: Request, call_next):
-            if not same_secret(bearer_token(request.headers), api_key):
+            client = throttle.client(request.scope, request.headers)
+            offered = bool(request.headers.get("authorization", "").strip())  # a try, not a forgotten header
+            wait = throttle.wait(client) if offered else 0.0
+            if wait > 0:
+                err = ApiError(429, throttled_message(wait), param=None, code="rate_limited")
+                return JSONResponse(err.body(), status_code=429, headers=retry_after(wait))
+            right = same_secret(bearer_token(request.headers), api_key)
+            if offered:
+                (throttle.succeeded if right else throttle.failed)(client)
+            if not right:
                 err = ApiError(401, "Incorrect or missing API key: send 'Authorization: Bearer <key>' "
                                "with the key the server was started with (MINIMIND_API_KEY).",
                                param=None, code="invalid_api_key")
