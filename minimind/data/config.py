@@ -38,6 +38,9 @@ class DataConfig:
     max_skipped: int = 100             # lenient mode: bad records skipped before the corpus is refused
     max_file_mb: float = 2048.0        # refuse any single file larger than this many MiB
     max_document_chars: int = 100_000  # a longer .txt paragraph is cut at line ends into several documents
+    max_chars: int | None = None       # refuse a corpus whose documents pass this many characters (None: no
+                                       # limit); reading stops there. A server sets it: bytes on disk do not
+                                       # bound what a compressed file decodes to
     root: str | None = None            # when set, every file must resolve inside this folder (uploads)
     cache_dir: str | None = None       # where prepared data is cached (default: see cache_root())
     num_proc: int = 1                  # tokenization worker processes, 1 or 2 (tokenizers also threads)
@@ -67,6 +70,8 @@ class DataConfig:
         need(isinstance(self.max_skipped, int) and self.max_skipped >= 0, "max_skipped must be >= 0")
         need(self.max_file_mb > 0, "max_file_mb must be positive")
         need(self.max_document_chars >= 1000, "max_document_chars must be at least 1000")
+        need(self.max_chars is None or isinstance(self.max_chars, int) and self.max_chars >= 1,
+             f"max_chars must be a positive integer or None, got {self.max_chars!r}")
         need(self.num_proc in (1, 2), f"num_proc must be 1 or 2, got {self.num_proc!r}")
         need(self.batch_size >= 1, "batch_size must be positive")
         need(0 <= self.samples <= 100, "samples must be between 0 and 100")

@@ -80,6 +80,7 @@ def iter_documents(infos: list[CorpusFile], config: DataConfig, problems: Proble
     """(position, normal-form document) of every file in turn; `one_kind` holds the corpus to one kind."""
     tally = tally if tally is not None else _Tally()
     first_file = None
+    total = 0
     for info in infos:
         stats = FileStats(info.name, info.format, info.encoding, "", 0, 0, info.size)
         tally.files.append(stats)
@@ -96,7 +97,13 @@ def iter_documents(infos: list[CorpusFile], config: DataConfig, problems: Proble
                 tally.empty += 1
                 continue
             stats.documents += 1
-            stats.characters += characters(doc)
+            size = characters(doc)
+            stats.characters += size
+            total += size
+            if config.max_chars is not None and total > config.max_chars:
+                raise CorpusError(f"the corpus holds more than {config.max_chars:,} characters once read, the limit "
+                                  "for one corpus here (max_chars; on the page MINIMIND_MAX_CORPUS_CHARS); use fewer "
+                                  "or smaller files", info.name, position)
             yield position, doc
         if stats.documents == 0:
             raise CorpusError("no usable documents in this file (every record was empty or skipped); "
@@ -147,7 +154,7 @@ def read_documents(files, config: DataConfig) -> Documents:
     infos = check_files(files, config)
     fingerprint = key("documents", [(f.digest, f.format, f.encoding) for f in infos], config.kind,
                       config.text_field, config.label_field, config.split, config.strict, config.max_skipped, config.max_document_chars,
-                      config.samples)
+                      config.samples, config.max_chars)
     folder = cache_root(config) / "documents" / fingerprint
     meta = ready(folder)
     if meta is None:

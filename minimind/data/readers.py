@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import CorpusError
@@ -25,6 +26,13 @@ from .validate import Problems, describe, snippet
 TEXT_CHUNK = 1 << 20           # characters read at a time from a .json array
 MAX_RECORD_CHARS = 64 << 20    # one JSON array element may not be larger than this
 CSV_FIELD_LIMIT = 64 << 20     # csv's default limit (128 KiB per field) is too small for documents
+PARQUET_BATCH_ROWS = 256       # rows decoded at a time
+# A parquet file is compressed, and dictionary encoding stores a repeated value once: 523 bytes can
+# decode to 300 MiB. Prose compresses 1.3-3x, chats that repeat one long system prompt in every row
+# about 100x; a file may decode to this many times its size (plus PARQUET_FREE_BYTES), checked from
+# its metadata before a page is read and again batch by batch, before the rows are written out.
+PARQUET_MAX_EXPANSION = 1000
+PARQUET_FREE_BYTES = 1 << 20
 DELIMITERS = ",;\t|"
 
 
@@ -229,16 +237,68 @@ def _parquet(info: CorpusFile, config: DataConfig, problems: Problems) -> Iterat
         raise CorpusError(f"corrupt parquet file ({_first_line(err)}); expected a readable parquet file",
                           info.name, "file footer") from None
     columns = _check_columns(names, info, config, "schema")
-    n = 0
+    limit = PARQUET_MAX_EXPANSION * info.size + PARQUET_FREE_BYTES
+    leaves = _check_stored_size(table.metadata, columns, limit, info)
+    try:  # strings come back as dictionaries, as stored: counted below before they are written out
+        table = pq.ParquetFile(info.path, read_dictionary=leaves)
+    except (pa.ArrowException, OSError, ValueError, KeyError) as err:
+        raise CorpusError(f"corrupt parquet file ({_first_line(err)}); expected a readable parquet file",
+                          info.name, "file footer") from None
+    n = decoded = 0
     for group in range(table.num_row_groups):
         try:
-            for batch in table.iter_batches(row_groups=[group], columns=columns, batch_size=1024):
+            for batch in table.iter_batches(row_groups=[group], columns=columns, batch_size=PARQUET_BATCH_ROWS):
+                decoded += sum(_decoded_bytes(column) for column in batch.columns)
+                if decoded > limit:
+                    raise _expands(info, limit, f"row {n + 1}")
                 for record in batch.to_pylist():
                     n += 1
                     yield f"row {n}", record
         except (pa.ArrowException, OSError, ValueError) as err:
             raise CorpusError(f"corrupt parquet data ({_first_line(err)}); expected readable rows", info.name,
                               f"row group {group + 1} (after row {n})") from None
+
+
+def _expands(info: CorpusFile, limit: int, position: str) -> CorpusError:
+    return CorpusError(f"this parquet file decodes to more than {limit:,} bytes, {PARQUET_MAX_EXPANSION} times its "
+                       f"{info.size:,} bytes on disk (plus {PARQUET_FREE_BYTES >> 20} MiB): far more than text "
+                       "compresses to; if it is real text, save it as JSON Lines or CSV", info.name, position)
+
+
+def _check_stored_size(meta: pq.FileMetaData, columns: list[str], limit: int, info: CorpusFile) -> list[str]:
+    """Refuse, before any page is read, a file whose chunks of `columns` say they decompress past
+    `limit`; return those columns' string leaves (paths such as messages.list.element.content)."""
+    stored, leaves = 0, []
+    for i in range(meta.num_columns):
+        column = meta.schema.column(i)
+        if column.path.split(".")[0] in columns and column.physical_type == "BYTE_ARRAY":
+            leaves.append(column.path)
+    for group in range(meta.num_row_groups):
+        row_group = meta.row_group(group)
+        for i in range(row_group.num_columns):
+            chunk = row_group.column(i)
+            if chunk.path_in_schema.split(".")[0] in columns:
+                stored += max(chunk.total_uncompressed_size, 0)
+    if stored > limit:
+        raise _expands(info, limit, "file footer")
+    return leaves
+
+
+def _decoded_bytes(array: pa.Array) -> int:
+    """Bytes `array` holds once each value is written out: a dictionary's values counted every time
+    they are used (not once, as the array stores them), inside lists and structs too."""
+    kind = array.type
+    if pa.types.is_dictionary(kind):
+        values = array.dictionary
+        if pa.types.is_string(values.type) or pa.types.is_binary(values.type) or \
+                pa.types.is_large_string(values.type) or pa.types.is_large_binary(values.type):
+            return int(pc.sum(pc.take(pc.binary_length(values), array.indices)).as_py() or 0) + len(array)
+        return values.nbytes * len(array) // max(1, len(values))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return 8 * len(array) + _decoded_bytes(array.flatten())
+    if pa.types.is_struct(kind):
+        return sum(_decoded_bytes(array.field(i)) for i in range(kind.num_fields))
+    return array.nbytes
 
 
 def _check_columns(names: list[str], info: CorpusFile, config: DataConfig, position: str) -> list[str]:

@@ -159,6 +159,8 @@ def read_held_out(path: str | Path, limit: int = EVAL_CHARS) -> tuple[list[str],
                           one_kind=False)
     texts, labels, total = [], [], 0
     for _, doc in docs:
+        if total >= limit:
+            break  # nothing more is read: a file may hold far more than the limit
         for text in doc_texts(doc):
             if total >= limit:
                 break
