@@ -308,6 +308,14 @@ def context_size(model) -> int:
     return int(getattr(model.config, "max_position_embeddings", 2048))
 
 
+def _check_room(params: SamplingParams, context: int) -> None:
+    """max_new_tokens leaves the prompt at least one token of the context (checked before any
+    arithmetic with it: 10**18 must read as too many, not as a negative room for the prompt)."""
+    if params.max_new_tokens >= context:
+        raise _bad("max_new_tokens", f"max_new_tokens is {params.max_new_tokens:,}, but the model's context holds "
+                                     f"{context:,} tokens, prompt included; ask for at most {context - 1:,}")
+
+
 def _check_fits(prompt_tokens: int, params: SamplingParams, context: int, what: str, param: str) -> None:
     if prompt_tokens + params.max_new_tokens > context:
         raise _bad(param, f"the {what} is {prompt_tokens} tokens and max_new_tokens is {params.max_new_tokens}: "
@@ -499,6 +507,7 @@ def chat(model, tokenizer, messages: Sequence[Mapping], params: SamplingParams |
     params = params or SamplingParams()
     messages = check_messages(messages)
     context = context_size(model)
+    _check_room(params, context)
     if truncate:
         ids, dropped = fit_messages(tokenizer, messages, context - params.max_new_tokens)
     else:
@@ -521,6 +530,7 @@ def complete(model, tokenizer, prompt: str, params: SamplingParams | None = None
     params = params or SamplingParams()
     if not isinstance(prompt, str):
         raise _bad("prompt", "prompt must be a string")
+    _check_room(params, context_size(model))
     check_length([{"content": prompt}], context_size(model) - params.max_new_tokens, longest_token(tokenizer),
                  "prompt", "prompt")
     eos = tokenizer.convert_tokens_to_ids(END_TOKENS[1])
