@@ -44,6 +44,8 @@ CASES = [
      "UTF-16 little-endian"),
     ("malformed JSON at line 3", "bad.jsonl", jsonl({"text": "a"}, {"text": "b"}, '{"text": "c",'), {}, "line 3",
      "malformed JSON"),
+    ("unclosed JSON record: the column is where the line ends", "open.jsonl", jsonl({"text": "a"}, '{"text": "b"'), {},
+     "line 2", "Expecting ',' delimiter at column 13"),
     ("record missing the field", "poems.jsonl", jsonl({"text": "a"}, {"title": "b", "author": "c"}), {}, "line 2",
      "missing field 'text'"),
     ("missing the named field", "named.jsonl", jsonl({"poem": "a"}, {"text": "b"}), {"text_field": "poem"}, "line 2",

@@ -74,8 +74,8 @@ def _jsonl(info: CorpusFile, config: DataConfig, problems: Problems) -> Iterator
         for n, line in enumerate(fh, 1):
             if not line.strip():
                 continue
-            try:
-                yield f"line {n}", json.loads(line)
+            try:  # without its line end, which json would count as a second line (its column then 1)
+                yield f"line {n}", json.loads(line.rstrip("\n"))
             except json.JSONDecodeError as err:
                 problems.bad(info.name, f"line {n}", f"malformed JSON ({err.msg} at column {err.colno}): found "
                              f"{snippet(line.strip())}; expected one JSON object per line")
