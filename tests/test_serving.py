@@ -233,6 +233,12 @@ def test_request_larger_than_the_context_is_a_clear_400(api):
     assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"
     r = _post(api, "/completions", {"model": "tiny", "prompt": "To be, or not to be " * 60, "max_tokens": 5})
     assert r.status_code == 400 and r.json()["error"]["param"] == "prompt"
+    for route, body in (("/chat/completions", {"messages": Q}), ("/completions", {"prompt": "To be"})):
+        r = _post(api, route, {"model": "tiny", **body, "max_tokens": 10**18})  # no negative room for the prompt
+        error = r.json()["error"]
+        assert r.status_code == 400 and error["param"] == "max_tokens", error
+        assert error["message"] == ("max_tokens is 1,000,000,000,000,000,000, but the model's context holds 256 "
+                                    "tokens, prompt included; ask for at most 255")
 
 
 def test_api_key_is_enforced(api):
