@@ -19,7 +19,7 @@ def test_a_client_gets_free_tries_then_waits_that_double(caplog):
     clock = Clock()
     throttle = LoginThrottle(clock=clock)
     with caplog.at_level(logging.WARNING, logger="minimind.serving.throttle"):
-        for _ in range(FREE_TRIES):
+        for _ in range(FREE_TRIES - 1):
             assert throttle.wait("1.2.3.4") == 0
             throttle.failed("1.2.3.4")
         assert throttle.wait("1.2.3.4") == 0 and not caplog.records  # the free tries cost nothing
@@ -28,8 +28,8 @@ def test_a_client_gets_free_tries_then_waits_that_double(caplog):
             throttle.failed("1.2.3.4")
             waits.append(throttle.wait("1.2.3.4"))
             clock.now += waits[-1]
-    assert waits == [1.0, 2.0, 4.0, 8.0]
-    assert len(caplog.records) == 4 and "1.2.3.4 failed 9 times" in caplog.records[-1].getMessage()  # one per lockout
+    assert waits == [1.0, 2.0, 4.0, 8.0]  # from the FREE_TRIES-th failure on
+    assert len(caplog.records) == 4 and "1.2.3.4 failed 8 times" in caplog.records[-1].getMessage()  # one per lockout
     assert throttle.wait("5.6.7.8") == 0  # another client is not slowed
     throttle.succeeded("1.2.3.4")
     throttle.failed("1.2.3.4")

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
-FREE_TRIES = 5            # failures a client makes before it waits
+FREE_TRIES = 5            # failures a client makes before it waits (the next try is refused)
 BASE_WAIT_S = 1.0         # the first wait; each further failure doubles it
 MAX_WAIT_S = 900.0        # the longest wait (15 minutes)
 GLOBAL_PER_MINUTE = 100   # failures from all clients in one minute before everyone waits
@@ -70,7 +70,7 @@ class LoginThrottle:
         self._forget_before(now - 60.0)
         failures = self._clients.pop(client, (0, 0.0))[0] + 1
         extra = failures - self.free_tries
-        wait = 0.0 if extra <= 0 else min(MAX_WAIT_S, BASE_WAIT_S * 2 ** min(extra - 1, 30))
+        wait = 0.0 if extra < 0 else min(MAX_WAIT_S, BASE_WAIT_S * 2 ** min(extra, 30))
         self._clients[client] = (failures, now + wait)
         while len(self._clients) > MAX_CLIENTS:
             self._clients.popitem(last=False)
