@@ -2,8 +2,12 @@
 
 import os
 
-from webapp.app import serve
+from webapp.workspace import use_private_gradio_temp
 
 if __name__ == "__main__":
+    workspace = os.environ.get("MINIMIND_HOME", "workspace")
+    use_private_gradio_temp(workspace)  # before gradio is imported: it reads the setting then
+    from webapp.app import serve
+
     serve(os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"), int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-          os.environ.get("MINIMIND_HOME", "workspace"))
+          workspace)

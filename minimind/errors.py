@@ -18,6 +18,9 @@ class CorpusError(MiniMindError):
         self.position = position
         self.reason = message
 
+    def __reduce__(self):  # pickled whole (a bounded child process hands it to the page)
+        return type(self), (self.reason, self.file, self.position)
+
 
 class CheckpointError(MiniMindError):
     """A model folder is missing, incomplete, or not something we can load safely."""

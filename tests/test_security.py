@@ -5,8 +5,6 @@ without the login; /v1 gets oversized, malformed and misdirected requests."""
 import json
 import os
 import shutil
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -21,29 +19,12 @@ from webapp.app import build_app
 from webapp.gate import Access, _public
 from webapp.uploads import REFUSAL
 from helpers import ROOT
-from webapp_helpers import LiveServer, free_port, make_shipped, wait_for
+from webapp_helpers import LiveServer, free_port, gradio_call, make_shipped, rss_mb, studio_process as run_studio
 
 SECRET = f"TOP-SECRET-{uuid.uuid4().hex}"  # in files outside the upload area; must never come back
 # (unique per run: Gradio's upload folder is shared with every other Gradio process on the machine)
 LOGIN = ("ada", "lovelace")
 KEY = "k3y-for-programs"
-
-
-def _call(url: str, api_name: str, data: list, **http) -> tuple[str, object]:
-    """(event, payload) of one call through Gradio's HTTP API, as a script (not gradio_client,
-    which would upload a local path itself) would make it."""
-    started = httpx.post(f"{url}/gradio_api/call{api_name}", json={"data": data}, timeout=30, **http)
-    if started.status_code == 400:  # refused before Gradio saw it
-        return "refused", started.json()
-    assert started.status_code == 200, started.text
-    stream = httpx.get(f"{url}/gradio_api/call{api_name}/{started.json()['event_id']}", timeout=300, **http).text
-    event, payload = "", None
-    for line in stream.splitlines():
-        if line.startswith("event: "):
-            event = line[7:]
-        elif line.startswith("data: "):
-            payload = json.loads(line[6:])
-    return event, payload
 
 
 def _file_param(param: dict) -> str | None:
@@ -140,7 +121,7 @@ def test_every_endpoint_that_takes_a_file_refuses_paths_it_did_not_receive(studi
     secrets_before = _holding_secret(upload_dir)
     for name, info in targets.items():
         for label, path in hostile.items():
-            event, payload = _call(server.url, name, _arguments(info, path))
+            event, payload = gradio_call(server.url, name, _arguments(info, path))
             text = json.dumps(payload)
             where = f"{name} with {label}"
             assert SECRET not in text and "root:x:0" not in text, where
@@ -196,7 +177,7 @@ def test_a_real_upload_is_accepted_and_a_missing_path_tells_nothing(studio, tmp_
     assert "**Documents:** 2" in summary
     # what the upload route returned can be sent again by a script: it was received here
     uploaded = httpx.post(f"{server.url}/gradio_api/upload", files=[("files", ("p.jsonl", poems.read_bytes()))])
-    event, payload = _call(server.url, "/inspect_corpus", [[_file_data(uploaded.json()[0])], None, "auto", "",
+    event, payload = gradio_call(server.url, "/inspect_corpus", [[_file_data(uploaded.json()[0])], None, "auto", "",
                                                            "paragraph", False, ""])  # + the label field
     assert event == "complete" and "**Documents:** 2" in payload[0]
 
@@ -223,7 +204,7 @@ def test_no_text_parameter_reads_a_folder_outside_the_workspace(studio):
             for value in values:
                 args = _arguments(info, bait / "train.log")
                 args[i] = value
-                event, payload = _call(server.url, name, args)
+                event, payload = gradio_call(server.url, name, args)
                 tried += 1
                 assert SECRET not in json.dumps(payload) and str(bait) not in json.dumps(payload).replace(
                     json.dumps(value)[1:-1], ""), (name, label, value)
@@ -235,15 +216,15 @@ def test_the_page_chat_bounds_its_work_before_tokenizing(studio):
     controls = ["shipped:minimind-tang", "shipped:minimind-tang", False]
     sampling = [0.0, 0.9, 0, 8, 1.0]
     started = time.perf_counter()
-    event, payload = _call(server.url, "/chat", ["hi", [], []] + controls + ["长" * 300_000] + sampling)
+    event, payload = gradio_call(server.url, "/chat", ["hi", [], []] + controls + ["长" * 300_000] + sampling)
     assert event == "error" and "characters" in payload["error"], payload
     assert time.perf_counter() - started < 2.0
     history = [{"role": "user" if i % 2 == 0 else "assistant", "content": [{"type": "text", "text": "春眠不覺曉"}]}
                for i in range(3_000)]  # about as long as a page call may be (MAX_JSON_ITEMS)
     # the model loads on the first chat: a short one first, so the bound times the long history's work alone
-    assert _call(server.url, "/chat", ["hi", [], []] + controls + [""] + sampling)[0] == "complete"
+    assert gradio_call(server.url, "/chat", ["hi", [], []] + controls + [""] + sampling)[0] == "complete"
     started = time.perf_counter()
-    event, payload = _call(server.url, "/chat", ["續寫", history, []] + controls + [""] + sampling)
+    event, payload = gradio_call(server.url, "/chat", ["續寫", history, []] + controls + [""] + sampling)
     assert event == "complete" and "oldest turns were left out" in json.dumps(payload, ensure_ascii=False)
     # a bound against unbounded work, not a speed claim: it took 5 s on a loaded AVX2-only CPU,
     # where a 5 s bound failed in CI
@@ -381,46 +362,18 @@ def test_a_bug_is_a_500_in_openai_shape_without_its_text():
         assert too_big.status_code == 413 and too_big.json()["error"]["code"] == "request_too_large"
 
 
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
-
-
 @pytest.fixture(scope="module")
 def studio_process(tmp_path_factory):
     """The Studio as users run it (`python -m webapp`), in its own process so its memory can be read."""
     root = tmp_path_factory.mktemp("studio-process")
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MINIMIND_HOME": str(root / "ws"), "GRADIO_SERVER_PORT": str(port),
-           "GRADIO_SERVER_NAME": "127.0.0.1", "MINIMIND_UPLOAD_LIMIT_MB": "5"}
-    for name in ("MINIMIND_AUTH", "MINIMIND_API_KEY", "SPACE_ID", "MINIMIND_MAX_REQUEST_MB"):
-        env.pop(name, None)
-    log = open(root / "server.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "webapp"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-
-    def up():
-        assert proc.poll() is None, (root / "server.log").read_text()
-        try:
-            return httpx.get(url + "/v1/models", timeout=5).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    try:
-        wait_for(up, timeout=180, every=0.5, what="the Studio to start")
+    with run_studio(root, {"MINIMIND_UPLOAD_LIMIT_MB": "5"}) as (url, proc):
         yield url, proc, root
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
 
 
 def test_a_20_mb_body_is_refused_at_once_without_touching_memory(studio_process):
     url, proc, root = studio_process
     httpx.get(url + "/v1/models")
-    before = _rss_mb(proc.pid)
+    before = rss_mb(proc.pid)
     body = b'{"model": "minimind-tang", "messages": [{"role": "user", "content": "' + b"a" * 20_000_000 + b'"}]}'
 
     def chunked():
@@ -450,7 +403,7 @@ def test_a_20_mb_body_is_refused_at_once_without_touching_memory(studio_process)
                             headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
         assert answer.status_code == 413 and time.perf_counter() - started < 2.0, answer.text[:200]
         assert says in answer.text, answer.text[:200]
-    after = _rss_mb(proc.pid)
+    after = rss_mb(proc.pid)
     assert abs(after - before) < 50, (before, after)
     # and what it receives lands in its own workspace, not in a folder shared with other processes
     stored = httpx.post(url + "/gradio_api/upload", files=[("files", ("poem.txt", "床前明月光".encode()))]).json()

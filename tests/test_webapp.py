@@ -2,6 +2,7 @@
 a real LoRA run, chat with its result, an export download, and the bad-input paths."""
 
 import json
+import re
 import os
 import signal
 import time
@@ -115,9 +116,13 @@ def test_lora_run_then_chat_with_it_then_export_and_download(studio):
     table, files, message = client.predict(f"run:{run_id}", ["merged", "gguf-f16"], None, api_name="/export")
     rows = {r[0]: r for r in table["data"]}
     assert set(rows) == {"merged", "gguf-f16"} and all(r[-1] == "verified" for r in rows.values())
-    downloaded = [Path(f) for f in files]
-    assert any(p.suffix == ".gguf" and p.stat().st_size > 0 for p in downloaded)
-    assert any(p.suffix == ".zip" for p in downloaded)
+    links = re.findall(r'href="([^"]+)"', files)  # served by /downloads, named by export folder and file
+    assert {Path(link).suffix for link in links} == {".gguf", ".zip"} and str(ws) not in files
+    for link in links:
+        got = httpx.get(f"{server.url}{link}", timeout=60)
+        assert got.status_code == 200 and got.content[:4] == (b"GGUF" if link.endswith(".gguf") else b"PK\x03\x04")
+    for bad in ("/downloads/../runs", "/downloads/x/../../corpora", "/downloads/" + str(shipped).lstrip("/")):
+        assert httpx.get(f"{server.url}{bad}").status_code == 404
 
 
 def test_one_job_per_device_others_queue_and_a_crash_shows_failed(tmp_path):
@@ -163,6 +168,25 @@ def test_names_and_paths_stay_inside_the_workspace(tmp_path):
     assert stored.name == "evil.jsonl" and ws.root in stored.resolve().parents
     long_name = ws.store_upload(evil, "诗" * 150 + "-" + "a" * 150 + ".jsonl")  # 300+ characters
     assert long_name.suffix == ".jsonl" and len(long_name.name) == 80
+    assert safe_name("😀.txt") == "file.txt" and safe_name("唐诗 三百首.jsonl") == "唐诗_三百首.jsonl"  # the type is kept
+    # many files at once: one folder, names that cannot collide, however fast they come
+    stored = ws.store_uploads([(evil, f"poem{i % 7}.jsonl") for i in range(300)])
+    assert len({p for p in stored}) == 300 and len({p.parent for p in stored}) == 1
+    assert {p.name for p in stored} >= {"poem0.jsonl", "poem0-2.jsonl", "poem6-42.jsonl"}
+    assert len({ws.store_upload(evil).parent for _ in range(50)}) == 50
+    # downloads: a file an export wrote, named relative to exports/, and nothing else
+    export = ws.new_export_dir("minimind-tang")
+    assert ws.new_export_dir("minimind-tang") != export  # the same second, another folder
+    (export / "model.zip").write_bytes(b"PK")
+    (export / "gguf").mkdir()
+    (export / "gguf" / "model.gguf").write_bytes(b"GGUF")
+    assert ws.export_file(f"{export.name}/model.zip") == export / "model.zip"
+    assert ws.export_file(f"{export.name}/gguf/model.gguf").read_bytes() == b"GGUF"
+    (export / "link.zip").symlink_to(tmp_path / "x.jsonl")
+    for bad in ("../runs/x", f"{export.name}/../../corpora", f"{export.name}/gguf", f"{export.name}/link.zip",
+                f"{export.name}/missing.zip", "/etc/passwd", f"{export.name}//model.zip", "a/b/c/d"):
+        with pytest.raises(WorkspaceError, match="^no such download$"):
+            ws.export_file(bad)
 
 
 def test_restarted_app_reattaches_to_a_running_job(tmp_path):

@@ -166,3 +166,18 @@ def test_the_api_takes_a_minutes_budget_last_and_serves_named_columns(tmp_path):
         _run(ctx, "r2", {"state": "running", "mode": "lora", "step": 1, "total": 2}, [{"step": 1, "loss": 3.0}])
         curve = client.predict("r2", api_name="/watch_run")[2]  # the unmeasured validation point: no value
         assert sorted(curve["data"], key=lambda row: row[2]) == [[1, 3.0, "train"], [1, None, "validation"]]
+
+
+@pytest.mark.parametrize("position, value, says", [
+    (0, None, "steps must be a number between 1"), (1, None, "batch size must be a number between 1 and 4096"),
+    (2, None, "sequence length must be a number between 8 and 65536"), (2, 10**9, "sequence length"),
+    (3, None, "learning rate must be a number"), (3, "fast", "learning rate must be a number"),
+    (4, None, "gradient accumulation"), (6, None, "LoRA rank"), (7, None, "LoRA alpha"), (1, 2.5, "whole number"),
+    (5, ["fp32"], "precision must be one of the page's choices")])
+def test_an_emptied_or_odd_form_value_gets_a_sentence_naming_it(ctx, position, value, says):
+    numbers = list(NUMBERS)
+    numbers[position] = value
+    with pytest.raises(WorkspaceError, match=says):
+        train.build_config(ctx, BASE, "lora", "chats", *numbers)
+    with pytest.raises(WorkspaceError, match="start from must be one of the page's choices"):
+        train.build_config(ctx, [BASE], "lora", "chats", *NUMBERS)

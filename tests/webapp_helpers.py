@@ -1,16 +1,23 @@
 """A live MiniMind Studio server for tests: real uvicorn on 127.0.0.1, tiny shipped model."""
 
+import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
+
+import httpx
 
 import torch
 import uvicorn
 
 from minimind import MiniMindForCausalLM
 from minimind.tokenizer import build_tokenizer
-from helpers import SAMPLE_TEXTS, tiny_config
+from helpers import ROOT, SAMPLE_TEXTS, tiny_config
 
 
 # how many inputs /start_training takes (the page's Train form; the newest last, each with a default)
@@ -94,3 +101,62 @@ def table_rows(page, elem_id: str) -> list[list[str]]:
     rows = page.locator(f"#{elem_id} table").first.locator("tbody tr").evaluate_all(
         "rows => rows.map(r => [...r.querySelectorAll('td')].map(c => c.textContent.trim()))")
     return [r for r in rows if any(r)]
+
+
+def gradio_call(url: str, api_name: str, data: list, http=httpx, session_hash: str | None = None,
+                timeout: float = 300, **kw) -> tuple[str, object]:
+    """(event, payload) of one call through Gradio's HTTP API, as a script (not gradio_client,
+    which would upload a local path itself) would make it; "refused" when the server answered 400
+    before Gradio saw it. `http`: httpx, or a client holding a page session (with `session_hash`,
+    calls share that session's state)."""
+    body = {"data": data, **({"session_hash": session_hash} if session_hash else {})}
+    started = http.post(f"{url}/gradio_api/call{api_name}", json=body, timeout=30, **kw)
+    if started.status_code == 400:  # refused before Gradio saw it
+        return "refused", started.json()
+    assert started.status_code == 200, started.text
+    stream = http.get(f"{url}/gradio_api/call{api_name}/{started.json()['event_id']}", timeout=timeout, **kw).text
+    event, payload = "", None
+    for line in stream.splitlines():
+        if line.startswith("event: "):
+            event = line[7:]
+        elif line.startswith("data: "):
+            payload = json.loads(line[6:])
+    return event, payload
+
+
+def rss_mb(pid: int) -> float:
+    """A process's resident memory in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+@contextmanager
+def studio_process(root: Path, settings: dict[str, str], ready_auth=None):
+    """The Studio as users run it (`python -m webapp`), in its own process so its memory can be
+    read: (url, process) once /v1/models answers (with `ready_auth`, HTTP Basic, when it has a
+    login). `settings` are its MINIMIND_* variables; none of the caller's own reach it."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MINIMIND_") and k not in (
+        "SPACE_ID", "GRADIO_TEMP_DIR")}
+    env.update({"PYTHONPATH": str(ROOT), "MINIMIND_HOME": str(root / "ws"), "GRADIO_SERVER_PORT": str(port),
+                "GRADIO_SERVER_NAME": "127.0.0.1", **settings})
+    log = open(root / "server.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "webapp"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+
+    def up():
+        assert proc.poll() is None, (root / "server.log").read_text()
+        try:
+            return httpx.get(url + "/v1/models", auth=ready_auth, timeout=5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_for(up, timeout=180, every=0.5, what="the Studio to start")
+        yield url, proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()

@@ -3,7 +3,7 @@
 import argparse
 import os
 
-from .app import serve
+from .workspace import use_private_gradio_temp
 
 
 def main() -> None:
@@ -13,7 +13,11 @@ def main() -> None:
     parser.add_argument("--workspace", default=os.environ.get("MINIMIND_HOME", "workspace"),
                         help="folder for uploads, corpora, runs and exports (MINIMIND_HOME)")
     args = parser.parse_args()
+    use_private_gradio_temp(args.workspace)  # before gradio is imported: it reads the setting then
+    from .app import serve
+
     serve(args.host, args.port, args.workspace)
 
 
-main()
+if __name__ == "__main__":  # a child process of webapp.bounded imports this module again: no server there
+    main()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import threading
 from pathlib import Path
 
 import gradio as gr
@@ -14,9 +15,12 @@ from fastapi import FastAPI
 from minimind.inference import ModelRegistry
 from minimind.serving import create_app
 from minimind.serving.guards import BodyLimit, StreamLimit, max_request_bytes, too_large
+from minimind.serving.throttle import LoginThrottle
 
 from .api import add_classify_routes
+from .bounded import WorkLimits, start_server
 from .context import AppContext
+from .downloads import add_download_route
 from .gate import Access, Gate, gradio_session_user
 from .i18n import I18N, t
 from .jobs import JobManager
@@ -97,12 +101,14 @@ def sync_registry(ctx: AppContext, registry: ModelRegistry) -> None:
 
 def build_app(workspace: str | Path, upload_limit_mb: float | None = None,
               auth: tuple[str, str] | None = None, background_jobs: bool = True,
-              shipped_dir: str | Path | None = None, access: Access | None = None) -> FastAPI:
+              shipped_dir: str | Path | None = None, access: Access | None = None,
+              limits: WorkLimits | None = None) -> FastAPI:
     """The whole server as one FastAPI app (uvicorn runs it; tests run it in a thread).
 
     `shipped_dir` (default: the repository's checkpoints/) holds the ready-to-chat models.
     `access` (default: read from the environment, see gate.py) says who may use it; `auth`
-    sets the page's login on top of it.
+    sets the page's login on top of it. `limits` (default: from the environment, see bounded.py)
+    bound the work one request may start.
     """
     access = access or Access.from_env()
     if auth is not None:
@@ -110,7 +116,7 @@ def build_app(workspace: str | Path, upload_limit_mb: float | None = None,
     limit = upload_limit_mb or float(os.environ.get("MINIMIND_UPLOAD_LIMIT_MB", "200"))
     ws = Workspace(Path(workspace), limit)
     jobs = JobManager(ws)
-    ctx = AppContext(ws, jobs, public_warning=access.warning())
+    ctx = AppContext(ws, jobs, public_warning=access.warning(), limits=limits or WorkLimits.from_env())
     if shipped_dir is not None:
         ctx.shipped_dir = Path(shipped_dir)
     if ctx.public_warning:
@@ -121,13 +127,15 @@ def build_app(workspace: str | Path, upload_limit_mb: float | None = None,
     jobs.on_tick.append(lambda: sync_registry(ctx, registry))
     if background_jobs:
         jobs.start_background()
+        threading.Thread(target=start_server, name="fork-server", daemon=True).start()
     # the gate below decides who may call /v1 and bounds every body: the API adds no check of its own
     app = create_app(registry, api_key=None, max_request_bytes=None)
     add_classify_routes(app, ctx)  # before the page is mounted at "/": these routes answer first
+    add_download_route(app, ws)
     blocks = build_blocks(ctx)
-    app = gr.mount_gradio_app(app, blocks, path="/", auth=access.login, i18n=I18N, css=CSS,
-                              theme=gr.themes.Soft(), max_file_size=f"{int(limit)}mb", show_error=False,
-                              allowed_paths=[str(ws.exports)])  # downloads: export results, nothing else
+    login = access.checks_password if access.login else None  # constant time, user name included
+    app = gr.mount_gradio_app(app, blocks, path="/", auth=login, i18n=I18N, css=CSS,
+                              theme=gr.themes.Soft(), max_file_size=f"{int(limit)}mb", show_error=False)
     blocks.has_launched = True  # mounted, Gradio skips its own "only uploaded files" check unless told it runs
     gradio_app = _mounted_gradio(app)
     ctx.uploads.attach(blocks.upload_file_set, gradio_app.uploaded_file_dir)
@@ -140,7 +148,8 @@ def build_app(workspace: str | Path, upload_limit_mb: float | None = None,
                        refusal=too_large(upload_limit, "MINIMIND_UPLOAD_LIMIT_MB, for all files of one upload",
                                          "upload fewer or smaller files at a time"),
                        inspect=form_fields_within_limit)
-    app.add_middleware(Gate, access=access, session_user=gradio_session_user(gradio_app))
+    app.add_middleware(Gate, access=access, session_user=gradio_session_user(gradio_app),
+                       throttle=LoginThrottle.from_env(os.environ))
     app.state.context = ctx
     app.state.access = access
     return app
@@ -156,14 +165,10 @@ def _mounted_gradio(app: FastAPI):
 
 
 def serve(host: str = "0.0.0.0", port: int = 7860, workspace: str | Path = "workspace") -> None:
+    """Run the server. Its entry points (python -m webapp, the Space's app.py) first point Gradio's
+    file cache into the workspace (workspace.use_private_gradio_temp), before gradio is imported."""
     import uvicorn
 
-    # Gradio keeps uploads and the files it serves in one folder, machine-wide (/tmp/gradio) unless
-    # told otherwise: this server's own, private, inside its workspace
-    private = Path(workspace).resolve() / "cache" / "gradio"
-    private.mkdir(parents=True, exist_ok=True)
-    private.chmod(0o700)
-    os.environ.setdefault("GRADIO_TEMP_DIR", str(private))
     app = build_app(workspace)
     print(f"MiniMind Studio on http://{'localhost' if host == '0.0.0.0' else host}:{port} "
           f"(workspace {Path(workspace).resolve()})", flush=True)

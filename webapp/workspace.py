@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import time
 import unicodedata
 from dataclasses import dataclass
@@ -27,17 +28,30 @@ class WorkspaceError(MiniMindError):
 
 
 def safe_name(name: str, max_len: int = 80) -> str:
-    """A file or folder name with no path, no leading dots and only word characters, '.', '-', '_'."""
+    """A file or folder name with no path, no leading dots and only word characters, '.', '-', '_'.
+    A name whose stem has none of those (😀.txt) becomes "file" + its extension: the type is read
+    from the extension, so it is kept, also when a long name is cut."""
     base = unicodedata.normalize("NFC", os.path.basename(str(name).replace("\\", "/"))).strip()
-    base = re.sub(r"[^\w.\-]+", "_", base).strip("._")
-    if not base:
-        raise WorkspaceError(f"{name!r} is not a usable name: use letters, digits, '.', '-' or '_'")
-    if len(base) <= max_len:
-        return base
     stem, suffix = os.path.splitext(base)
-    if not stem or len(suffix) > 16:
-        return base[:max_len]
-    return stem[:max_len - len(suffix)] + suffix  # a long name keeps its extension: the type is read from it
+    if not re.fullmatch(r"\.[\w\-]{1,16}", suffix):
+        stem, suffix = base, ""
+    stem = re.sub(r"[^\w.\-]+", "_", stem).strip("._")
+    if not stem and suffix and base.removesuffix(suffix).strip():
+        stem = "file"  # the stem held only symbols (an emoji): the type still counts
+    if not stem:
+        raise WorkspaceError(f"{name!r} is not a usable name: use letters, digits, '.', '-' or '_'")
+    return stem[:max_len - len(suffix)] + suffix
+
+
+def use_private_gradio_temp(workspace: str | Path) -> Path:
+    """Point Gradio's upload and file cache (machine-wide /tmp/gradio unless told otherwise) at
+    <workspace>/cache/gradio, private to this server. Gradio reads GRADIO_TEMP_DIR when it is
+    imported, so the entry points call this before anything imports gradio."""
+    private = Path(workspace).resolve() / "cache" / "gradio"
+    private.mkdir(parents=True, exist_ok=True)
+    private.chmod(0o700)
+    os.environ.setdefault("GRADIO_TEMP_DIR", str(private))
+    return Path(os.environ["GRADIO_TEMP_DIR"])
 
 
 @dataclass
@@ -87,22 +101,38 @@ class Workspace:
     # ---- uploads ----------------------------------------------------------------
 
     def store_upload(self, source: str | Path, original_name: str | None = None) -> Path:
-        """Copy an uploaded temp file into uploads/<stamp>/<safe name> after checking type and size."""
-        source = Path(source)
-        name = safe_name(original_name or source.name)
-        suffix = Path(name).suffix.lower()
-        if suffix not in ALLOWED_TYPES:
-            raise WorkspaceError(f"{name}: file type {suffix or '(none)'} is not accepted; "
-                                 f"upload one of {', '.join(ALLOWED_TYPES)}")
-        size = source.stat().st_size
-        if size > self.upload_limit_mb * 1024 * 1024:
-            raise WorkspaceError(f"{name}: {size / 2**20:.1f} MB is over the upload limit of "
-                                 f"{self.upload_limit_mb:g} MB")
-        folder = self.uploads / f"{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() % 10**6:06d}"
-        folder.mkdir(parents=True)
-        target = folder / name
-        shutil.copyfile(source, target)
-        return target
+        """Copy one uploaded temp file into a folder of its own under uploads/ (store_uploads)."""
+        return self.store_uploads([(source, original_name)])[0]
+
+    def store_uploads(self, sources: list[tuple[str | Path, str | None]]) -> list[Path]:
+        """Copy uploaded temp files (path, the name the visitor gave it) into one new folder
+        uploads/<stamp>-<random>/, each under its safe name (a repeated name gets -2, -3, ...),
+        after checking every type and size first. Folders never collide, however many uploads
+        arrive at once."""
+        checked, taken = [], set()
+        for source, original_name in sources:
+            source = Path(source)
+            name = safe_name(original_name or source.name)
+            suffix = Path(name).suffix.lower()
+            if suffix not in ALLOWED_TYPES:
+                raise WorkspaceError(f"{name}: file type {suffix or '(none)'} is not accepted; "
+                                     f"upload one of {', '.join(ALLOWED_TYPES)}")
+            size = source.stat().st_size
+            if size > self.upload_limit_mb * 1024 * 1024:
+                raise WorkspaceError(f"{name}: {size / 2**20:.1f} MB is over the upload limit of "
+                                     f"{self.upload_limit_mb:g} MB")
+            stem, n = Path(name).stem, 1
+            while name.lower() in taken:
+                n += 1
+                name = f"{stem}-{n}{suffix}"
+            taken.add(name.lower())
+            checked.append((source, name))
+        folder = Path(tempfile.mkdtemp(prefix=time.strftime("%Y%m%d-%H%M%S-"), dir=self.uploads))
+        stored = []
+        for source, name in checked:
+            shutil.copyfile(source, folder / name)
+            stored.append(folder / name)
+        return stored
 
     # ---- named corpora ---------------------------------------------------------
 
@@ -158,6 +188,32 @@ class Workspace:
         return path
 
     def new_export_dir(self, label: str) -> Path:
-        path = self.exports / f"{time.strftime('%Y%m%d-%H%M%S')}-{safe_name(label)}"
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        """A new folder exports/<stamp>-<label>[-n]: two exports in one second get two folders."""
+        name = f"{time.strftime('%Y%m%d-%H%M%S')}-{safe_name(label)}"
+        for n in range(1, 1000):
+            path = self.exports / (name if n == 1 else f"{name}-{n}")
+            try:
+                path.mkdir(parents=True)
+                return path
+            except FileExistsError:
+                continue
+        raise WorkspaceError("too many exports at once; try again in a second")
+
+    def export_file(self, relative: str) -> Path:
+        """A file an export wrote, named relative to exports/ (what the download route serves);
+        WorkspaceError for anything else, the same sentence whether or not it exists."""
+        refusal = WorkspaceError("no such download")
+        parts = str(relative).split("/")
+        try:
+            if not 2 <= len(parts) <= 3 or any(part != safe_name(part) for part in parts):
+                raise refusal
+        except WorkspaceError:
+            raise refusal from None
+        path = self.exports.joinpath(*parts)
+        try:
+            real = path.resolve(strict=True)
+        except (OSError, RuntimeError):
+            raise refusal from None
+        if real != path or self.exports not in real.parents or not real.is_file():
+            raise refusal
+        return real

@@ -4,13 +4,15 @@ classifier": the label probabilities of typed text by a classifier run, or by tw
 
 from __future__ import annotations
 
+import math
+
 import gradio as gr
 
 from minimind.errors import SamplingError
 from minimind.generation import SamplingParams, chat
 
 from .. import classifiers
-from ..context import AppContext, user_errors, user_errors_gen
+from ..context import AppContext, shown, user_errors, user_errors_gen
 from ..i18n import t, tr
 
 
@@ -44,6 +46,15 @@ def _messages(history: list[dict], system: str) -> list[dict]:
 
 
 def _params(temperature, top_p, top_k, max_new, repetition) -> SamplingParams:
+    """The sliders' values as sampling parameters (SamplingParams checks their ranges); an emptied or
+    non-numeric value (from the API) is a SamplingError naming it."""
+    given = {"temperature": temperature, "top_p": top_p, "top_k": top_k, "max_new_tokens": max_new,
+             "repetition_penalty": repetition}
+    for name, value in given.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise SamplingError(f"{name} must be a number (got {shown(value)})")
+        if name in ("top_k", "max_new_tokens") and value != int(value):
+            raise SamplingError(f"{name} must be a whole number (got {shown(value)})")
     return SamplingParams(temperature=float(temperature), top_p=float(top_p), top_k=int(top_k),
                           max_new_tokens=int(max_new), repetition_penalty=float(repetition))
 

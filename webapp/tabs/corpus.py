@@ -4,28 +4,46 @@ optionally train a tokenizer, and save them as a named corpus for the Train tab.
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 
 import gradio as gr
 import pandas as pd
 
-from minimind.data import DataConfig, inspect_corpus
+from minimind.data import DataConfig
 from minimind.data.config import KINDS
 from minimind.data.kinds import PARAM_FIELDS
 from minimind.data.stats import pair_sample, unit
 from minimind.errors import CorpusError
 
-from ..context import SAMPLES, SAMPLES_DIR, AppContext, user_errors
+from .. import work
+from ..bounded import WorkLimitError, run_bounded
+from ..context import SAMPLES, SAMPLES_DIR, AppContext, shown, user_errors, without_paths
 from ..i18n import headed, language, t, tr
 from ..workspace import ALLOWED_TYPES, WorkspaceError
 
 
-def _data_config(ctx: AppContext, kind, text_field, split, strict, label_field=None) -> DataConfig:
-    if label_field is not None and not isinstance(label_field, str):
-        raise WorkspaceError("the label field must be a field name")
+def _data_config(ctx: AppContext, folder: str, kind, text_field, split, strict, label_field=None) -> DataConfig:
+    """How the page reads the files of one upload `folder` (named relative to it, so every message
+    names a file as the visitor named it), within the page's decoded-size limit."""
+    for name, value in (("text field", text_field), ("label field", label_field)):
+        if value is not None and not isinstance(value, str):
+            raise WorkspaceError(f"the {name} must be a field name (got {shown(value)})")
+    if kind not in KINDS:
+        raise WorkspaceError(f"the kind must be one of {', '.join(KINDS)} (got {shown(kind)})")
+    if split not in ("paragraph", "line"):
+        raise WorkspaceError(f"split must be paragraph or line (got {shown(split)})")
     return DataConfig(kind=kind, text_field=(text_field or "").strip() or None, split=split, strict=bool(strict),
-                      label_field=(label_field or "").strip() or None,
-                      cache_dir=str(ctx.workspace.cache), root=str(ctx.workspace.root))
+                      label_field=(label_field or "").strip() or None, max_chars=ctx.limits.corpus_chars,
+                      cache_dir=str(ctx.workspace.cache), root=folder)
+
+
+def _in_one_folder(ctx: AppContext, files: list[str]) -> tuple[str, list[str]]:
+    """(upload folder, file names in it) of the files one inspection stored (stored_files)."""
+    folders = {Path(f).parent for f in files}
+    if len(folders) != 1 or ctx.workspace.uploads not in next(iter(folders)).parents:
+        raise WorkspaceError("inspect the corpus again, then save it")
+    return str(folders.pop()), [Path(f).name for f in files]
 
 
 CLASSES_SHOWN = 30  # classes listed by name on the page (the rest counted)
@@ -47,10 +65,10 @@ def stored_files(ctx: AppContext, uploads, sample: str | None) -> list[str]:
 
     Every upload is checked before any is read or copied: only files this server received."""
     received = [ctx.uploads.accept(item) for item in uploads or []]
-    paths = [str(ctx.workspace.store_upload(path, path.name)) for path in received]
+    paths = [str(p) for p in ctx.workspace.store_uploads([(path, path.name) for path in received])] if received else []
     if not paths and sample:
-        if sample not in SAMPLES:
-            raise WorkspaceError(f"unknown sample {sample!r}")
+        if not isinstance(sample, str) or sample not in SAMPLES:
+            raise WorkspaceError(f"unknown sample {shown(sample)}")
         stored = ctx.workspace.store_upload(SAMPLES_DIR / SAMPLES[sample])
         for license_file in SAMPLES_DIR.glob("LICENSE*"):
             shutil.copyfile(license_file, stored.parent / license_file.name)
@@ -60,24 +78,24 @@ def stored_files(ctx: AppContext, uploads, sample: str | None) -> list[str]:
     return paths
 
 
-def _tokenizer(ctx: AppContext):
-    from minimind.tokenizer import load_tokenizer
-
-    for path in ctx.shipped().values():
-        if (path / "tokenizer.json").is_file():
-            return load_tokenizer(path)
-    return None
+def _tokenizer_folders(ctx: AppContext) -> dict[str, str]:
+    """Shipped model name -> its folder, for those with a tokenizer."""
+    return {name: str(path) for name, path in ctx.shipped().items() if (path / "tokenizer.json").is_file()}
 
 
 def inspect(ctx: AppContext, uploads, sample, kind, text_field, split, strict, label_field=None):
     """(summary, histogram, samples, problems, stored files) for the page. A labelled corpus (text
-    and label fields, for a classifier) lists its classes with their documents."""
+    and label fields, for a classifier) lists its classes with their documents. The files are read
+    in a bounded child (webapp.bounded); what they hold that cannot be used is a problem listed."""
     files = stored_files(ctx, uploads, sample)
+    folder, names = _in_one_folder(ctx, files)
+    config = _data_config(ctx, folder, kind, text_field, split, strict, label_field)
+    tokenizers = _tokenizer_folders(ctx)
     try:
-        stats = inspect_corpus(files, _data_config(ctx, kind, text_field, split, strict, label_field), _tokenizer(ctx))
-    except CorpusError as err:
-        return (tr("corpus_unusable"), _histogram_plot(None), _samples([]),
-                f"❌ {err}", files)
+        stats, spelled = run_bounded(work.inspect_files, names, config, next(iter(tokenizers.values()), None),
+                                     tokenizers, limits=ctx.limits, what="reading the corpus")
+    except (CorpusError, WorkLimitError) as err:
+        return (tr("corpus_unusable"), _histogram_plot(None), _samples([]), f"❌ {without_paths(str(err))}", files)
     units = unit(stats.kind)
     count_key = f"c_{units}" if f"c_{units}" in UNIT_WORDS else "c_documents"
     rows = [tr("c_kind", kind=stats.kind), tr(count_key, n=f"{stats.documents:,}"),
@@ -93,40 +111,29 @@ def inspect(ctx: AppContext, uploads, sample, kind, text_field, split, strict, l
     rows += class_rows(stats.classes or {})
     rows += [f"- {Path(f.name).name}: {f.format}, {f.encoding or tr('binary')}, {f.documents:,} {unit_word(units)}"
              for f in stats.files]
-    rows += coverage_rows(ctx, files, _data_config(ctx, kind, text_field, split, strict, label_field))
+    rows += coverage_rows(spelled)
     problems = []
     if stats.skipped_count:
         problems.append(tr("c_skipped", n=f"{stats.skipped_count:,}"))
-        problems += [f"- {s}" for s in stats.skipped]
-    problems += [f"- ⚠️ {w}" for w in stats.warnings]
+        problems += [f"- {without_paths(str(s))}" for s in stats.skipped]
+    problems += [f"- ⚠️ {without_paths(w)}" for w in stats.warnings]
     if stats.empty:
         problems.append(tr("c_empty", n=f"{stats.empty:,}"))
     return ("\n\n".join(rows), _histogram_plot(stats.length_histogram), _samples(stats.samples, stats.kind),
             "\n".join(problems) or tr("c_no_problems"), files)
 
 
-def coverage_rows(ctx: AppContext, files: list[str], config: DataConfig) -> list[str]:
+def coverage_rows(spelled: dict[str, work.CoverageFacts]) -> list[str]:
     """For each shipped model: the share of the corpus's characters its tokenizer writes in byte
     pieces, characters per token, and (when it matters) how many frequent characters a vocabulary
     extension would add (minimind.vocabulary)."""
-    from minimind.data import iter_texts
-    from minimind.tokenizer import load_tokenizer
-    from minimind.vocabulary import COVERAGE_CHARS, MIN_COUNT, coverage, worth_extending
+    from minimind.vocabulary import MIN_COUNT
 
     rows = []
-    for name, path in ctx.shipped().items():
-        if not (path / "tokenizer.json").is_file():
-            continue
-        try:
-            found = coverage(load_tokenizer(path), iter_texts(files, config.text_field, config.kind, config),
-                             max_chars=COVERAGE_CHARS)
-        except CorpusError:
-            return []  # the problems list says why
-        line = tr("c_coverage", model=name, share=f"{100 * found.byte_fallback_share:.1f}",
-                  cpt=f"{found.chars_per_token:.2f}")
-        added = worth_extending(found)
-        if added:
-            line += tr("c_coverage_missing", n=f"{added:,}", k=MIN_COUNT)
+    for name, facts in spelled.items():
+        line = tr("c_coverage", model=name, share=f"{100 * facts.share:.1f}", cpt=f"{facts.chars_per_token:.2f}")
+        if facts.worth_adding:
+            line += tr("c_coverage_missing", n=f"{facts.worth_adding:,}", k=MIN_COUNT)
         rows.append(line)
     return [tr("c_coverage_head"), "\n".join(rows)] if rows else []
 
@@ -186,26 +193,52 @@ def _samples(samples: list[str], kind: str | None = None) -> pd.DataFrame:
     return pd.DataFrame({"sample": list(samples)}, columns=["sample"])
 
 
+MIN_VOCAB, MAX_VOCAB = 262, 65_536  # 256 bytes + special tokens + one merge; a small model's largest
+
+
+def _vocab_size(vocab) -> int:
+    try:
+        number = float(vocab)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not (MIN_VOCAB <= number <= MAX_VOCAB) or number != int(number):
+        raise WorkspaceError(f"the tokenizer's vocabulary must be a whole number between {MIN_VOCAB} and "
+                             f"{MAX_VOCAB:,} (got {shown(vocab)})")
+    return int(number)
+
+
 def save(ctx: AppContext, name, files, kind, text_field, split, strict, train_tok, vocab, label_field=None):
     """Save the inspected files as a named corpus (and train its tokenizer when asked). A labelled
-    corpus keeps its label field and classes (the Train tab offers it the classification task)."""
-    from minimind.tokenizer import train_tokenizer
-
+    corpus keeps its label field and classes (the Train tab offers it the classification task).
+    Reading and tokenizer training run in bounded children; a corpus whose tokenizer fails is not
+    saved (nor is an earlier corpus of that name touched)."""
     if not files:
         raise WorkspaceError("inspect a corpus first, then save it")
-    config = _data_config(ctx, kind, text_field, split, strict, label_field)
-    stats = inspect_corpus(files, config)
+    if name is not None and not isinstance(name, str):
+        raise WorkspaceError(f"the corpus name must be text (got {shown(name)})")
+    vocab_size = _vocab_size(vocab) if train_tok else 0
+    folder, names = _in_one_folder(ctx, files)
+    config = _data_config(ctx, folder, kind, text_field, split, strict, label_field)
+    stats = run_bounded(work.corpus_stats, names, config, limits=ctx.limits, what="reading the corpus")
     settings = {"kind": kind, "text_field": config.text_field, "split": split, "strict": bool(strict)}
     if config.label_field:
         settings["label_field"] = config.label_field
     summary = {"kind": stats.kind, "documents": stats.documents, "characters": stats.characters}
     if stats.classes:
         summary["classes"] = dict(stats.classes)
-    folder = ctx.workspace.save_corpus(name or Path(files[0]).stem, [Path(f) for f in files], settings, summary)
-    message = tr("c_saved", name=folder.name, n=f"{stats.documents:,}", units=unit_word(unit(stats.kind)))
+    trained = report = None
     if train_tok:
-        stored = [str(folder / Path(f).name) for f in files]
-        _, report = train_tokenizer(stored, int(vocab), out_dir=folder / "tokenizer", text_field=config.text_field)
+        trained = Path(tempfile.mkdtemp(prefix="tokenizer-", dir=ctx.workspace.cache))
+        try:
+            report = run_bounded(work.train_corpus_tokenizer, files, vocab_size, str(trained), config.text_field,
+                                 limits=ctx.limits, what="training the tokenizer")
+        except BaseException:
+            shutil.rmtree(trained, ignore_errors=True)
+            raise
+    saved = ctx.workspace.save_corpus(name or Path(files[0]).stem, [Path(f) for f in files], settings, summary)
+    message = tr("c_saved", name=saved.name, n=f"{stats.documents:,}", units=unit_word(unit(stats.kind)))
+    if trained is not None:
+        shutil.move(str(trained), saved / "tokenizer")
         message += tr("c_tokenizer", vocab=f"{report.vocab_size:,}", cpt=f"{report.chars_per_token:.2f}",
                       seconds=f"{report.seconds:.1f}")
     return message, headed(corpora_table(ctx))
@@ -244,7 +277,7 @@ def build(ctx: AppContext) -> None:
     with gr.Row():
         name = gr.Textbox(label=t("corpus_name"), placeholder="my-corpus")
         train_tok = gr.Checkbox(value=False, label=t("train_tokenizer"))
-        vocab = gr.Number(value=6400, precision=0, label=t("vocab"))
+        vocab = gr.Number(value=6400, label=t("vocab"))  # no precision: odd values reach _vocab_size, which names them
         save_btn = gr.Button(t("save_corpus"), elem_id="save-corpus-btn")
     saved_msg = gr.Markdown(elem_id="corpus-saved")
     saved = gr.Dataframe(value=lambda: headed(corpora_table(ctx)), label=t("saved_corpora"), interactive=False,

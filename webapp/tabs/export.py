@@ -22,7 +22,8 @@ from minimind.export.heldout import read_held_out, sanitize
 
 from minimind.errors import MiniMindError
 
-from ..context import AppContext, user_errors
+from ..context import AppContext, user_errors, without_paths
+from ..downloads import download_list
 from ..i18n import headed, t, tr
 
 DEFAULT_FORMATS = ["hf", "gguf-q8_0"]
@@ -53,7 +54,7 @@ def _eval_text(ctx: AppContext, eval_file) -> tuple[list[str] | None, str | None
 def _row(r, download: Path | None, classifier: bool) -> dict:
     row = {"format": r.format, "file": download.name if download else "",
            "size MB": round(r.size_bytes / 2**20, 2) if r.size_bytes else None,
-           "status": tr("x_verified") if r.verified else tr("x_failed", error=r.error)}
+           "status": tr("x_verified") if r.verified else tr("x_failed", error=without_paths(r.error or ""))}
     if classifier:
         known = r.accuracy is not None
         return {**row, "accuracy %": round(100 * r.accuracy, 2) if known else None,
@@ -81,7 +82,7 @@ def run_export(ctx: AppContext, model_id, formats, eval_file):
         download = _downloadable(r, name) if r.verified else None
         rows.append(_row(r, download, classifier))
         if download:
-            downloads.append(str(download))
+            downloads.append(download)
     text = next((r.eval_name for r in results if r.eval_name), None)
     message = tr("x_written", folder=out_root.relative_to(ctx.workspace.root))
     if text and classifier:
@@ -93,7 +94,7 @@ def run_export(ctx: AppContext, model_id, formats, eval_file):
         message += (tr("x_measured_source", text=text, source=f"{source:.4g}") if source
                     else tr("x_measured", text=text))
     columns = CLASSIFIER_COLUMNS if classifier else COLUMNS
-    return headed(pd.DataFrame(rows, columns=columns)), downloads, message
+    return headed(pd.DataFrame(rows, columns=columns)), download_list(ctx.workspace, downloads), message
 
 
 def formats_for(ctx: AppContext, model_id):
@@ -129,7 +130,7 @@ def build(ctx: AppContext) -> None:
     go = gr.Button(t("export"), variant="primary", elem_id="export-btn")
     message = gr.Markdown(elem_id="export-message")
     table = gr.Dataframe(lambda: headed(empty_table()), label=t("results"), interactive=False, elem_id="export-table")
-    files = gr.File(label=t("downloads"), file_count="multiple", interactive=False, elem_id="export-files")
+    files = gr.HTML(label=t("downloads"), elem_id="export-files")  # links to /downloads (downloads.py)
     go.click(user_errors(lambda *a: run_export(ctx, *a)), [model, formats, eval_file], [table, files, message],
              api_name="export")
     model.focus(lambda: gr.update(choices=ctx.model_choices()), None, [model], api_name=False)

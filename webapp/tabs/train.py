@@ -23,13 +23,13 @@ from minimind.training import RunDir, TrainConfig
 from minimind.training.checkpoint import latest_checkpoint
 from minimind.training.config import DISTRIBUTED, EXTENDABLE, MODES as TRAIN_MODES, DistillSection, DpoSection
 from minimind.training.distributed import local_capacity
-from minimind.training.estimate import estimate
 from minimind.training.precision import bf16_supported, describe, pick_device
 from minimind.training.reporting import REPORT_TO
 from minimind.training.sizing import pretrain_lr
 from minimind.vocabulary import MAX_NEW_TOKENS
 
-from .. import classifiers
+from .. import classifiers, work
+from ..bounded import run_bounded
 from ..context import AppContext, shown as _shown, user_errors, without_paths
 from ..i18n import EN, headed, t, tr
 from ..workspace import WorkspaceError
@@ -135,6 +135,22 @@ def _number(value, what: str, low: float, high: float | None = None) -> float:
     return number
 
 
+def _whole(value, what: str, low: int, high: int) -> int:
+    """A whole number typed on the page (an emptied box arrives as None), in [low, high]."""
+    number = _number(value, what, low, high)
+    if number != int(number):
+        raise WorkspaceError(f"{what} must be a whole number (got {_shown(value)})")
+    return int(number)
+
+
+def _choices(**given) -> None:
+    """Every dropdown and radio value is a name (text) or unset: a list or a number sent to the API
+    is refused with the field's name."""
+    for what, value in given.items():
+        if value is not None and not isinstance(value, str):
+            raise WorkspaceError(f"{what.replace('_', ' ')} must be one of the page's choices (got {_shown(value)})")
+
+
 def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr, accum, precision,
                  rank, alpha, eval_every, weights="full", beta=DpoSection.beta, teacher=None,
                  temperature=DistillSection.temperature, kl_weight=DistillSection.kl_weight,
@@ -159,6 +175,9 @@ def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr,
     `task` "classify" (a labelled corpus only, and the only task it takes) trains a classifier of the
     corpus's classes with mode sft (every weight), lora or qlora (+ the head), from the shipped
     model or a finished run; `class_weights` "balanced" weighs every class alike in the loss."""
+    _choices(start_from=base, mode=mode, corpus=corpus, precision=precision, weights=weights, teacher=teacher,
+             stop_after=stop_after, parallelism=parallel, task=task,
+             class_weights=class_weights)
     if mode not in MODES:
         raise WorkspaceError(f"mode must be one of {', '.join(MODES)}")
     if not corpus:
@@ -206,16 +225,19 @@ def build_config(ctx: AppContext, base, mode, corpus, steps, batch, seq_len, lr,
         if (weights or "full") not in WEIGHTS:
             raise WorkspaceError(f"weights must be one of {', '.join(WEIGHTS)} (got {_shown(weights)})")
         adapter = WEIGHTS[weights or "full"]
-    raw = {"mode": mode, "adapter": adapter, "max_steps": 0 if timed else int(steps), "time_budget_s": budget_s,
-           "processes": int(count), "distributed": parallel or "ddp",
+    if report_to is not None and not isinstance(report_to, (str, list)):
+        raise WorkspaceError(f"trackers must be a list of names (got {_shown(report_to)})")
+    raw = {"mode": mode, "adapter": adapter, "max_steps": 0 if timed else _whole(steps, "steps", 1, 10**9),
+           "time_budget_s": budget_s, "processes": int(count), "distributed": parallel or "ddp",
            "report_to": [report_to] if isinstance(report_to, str) else list(report_to or []),
-           "batch_size": int(batch),
-           "grad_accum": int(accum), "precision": precision, "eval_every": int(eval_every or 0),
-           "optim": {"lr": float(lr)},
-           "lora": {"rank": int(rank), "alpha": int(alpha)},
+           "batch_size": _whole(batch, "batch size", 1, 4096),
+           "grad_accum": _whole(accum, "gradient accumulation", 1, 1024), "precision": precision,
+           "eval_every": _whole(eval_every or 0, "evaluate every", 0, 10**9),
+           "optim": {"lr": _number(lr, "learning rate", 0, 1)},
+           "lora": {"rank": _whole(rank, "LoRA rank", 1, 256), "alpha": _whole(alpha, "LoRA alpha", 1, 100_000)},
            "data": {"files": meta["paths"], "kind": settings.get("kind", "auto"),
                     "text_field": settings.get("text_field"), "split": settings.get("split", "paragraph"),
-                    "strict": settings.get("strict", False), "seq_len": int(seq_len),
+                    "strict": settings.get("strict", False), "seq_len": _whole(seq_len, "sequence length", 8, 65536),
                     "cache_dir": str(ctx.workspace.cache)}}
     if settings.get("label_field"):
         raw["data"]["label_field"] = settings["label_field"]
@@ -272,39 +294,28 @@ def do_estimate(ctx: AppContext, *args) -> str:
     config = build_config(ctx, *args)
     ctx.workspace.cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="estimate-", dir=ctx.workspace.cache) as scratch:
-        e = estimate(config, scratch=scratch)  # a fresh folder: nothing of an earlier estimate is reused
+        # a fresh folder (nothing of an earlier estimate is reused), in a child within the page's limits
+        e, spelled = run_bounded(work.estimate_run, config, scratch, limits=ctx.limits, what="the estimate")
     size = f"`{e.preset}`; " if e.preset else ""
     text = tr("e_estimate", params=f"{e.params:,}", size=size, trainable=f"{e.trainable:,}", device=e.device,
               tokens=f"{e.tokens_per_epoch:,}", rows=f"{e.train_rows:,}", steps=f"{e.steps:,}",
               sps=f"{e.seconds_per_step:.2f}", eta=_duration(e.eta_s),
               how=tr("e_how_minutes" if config.time_budget_s else "e_how_steps"))
-    return text + coverage_note(config)
+    return text + coverage_note(config, spelled)
 
 
-def coverage_note(config: TrainConfig) -> str:
+def coverage_note(config: TrainConfig, spelled: work.CoverageFacts | None) -> str:
     """For a fine-tune: how the starting model's tokenizer spells the corpus, and what ticking
     "add the corpus's characters" would add (a mode that can grow its vocabulary, and enough of the
     corpus in byte pieces for it to matter), or that the run adds them."""
-    from minimind.checkpoint import load_tokenizer_for
-    from minimind.data import iter_texts
-    from minimind.errors import MiniMindError
-    from minimind.vocabulary import COVERAGE_CHARS, coverage, worth_extending
-
-    if not config.model.init_from:
-        return ""
-    data = config.data
-    try:
-        found = coverage(load_tokenizer_for(config.model.init_from),
-                         iter_texts(data.files, data.text_field, data.kind, data), max_chars=COVERAGE_CHARS)
-    except MiniMindError:
+    if spelled is None:
         return ""
     if config.model.extend_vocab:  # what the run will add, whatever the share
-        key, added = "e_coverage_extended", len(found.candidates(config.model.extend_min_count,
-                                                                  config.model.extend_vocab))
+        key, added = "e_coverage_extended", spelled.candidates
     else:
-        added = worth_extending(found, config.model.extend_min_count, MAX_NEW_TOKENS)
+        added = spelled.worth_adding
         key = "e_coverage_extend" if added and config.mode in EXTENDABLE else "e_coverage"
-    return "\n\n" + tr(key, share=f"{100 * found.byte_fallback_share:.1f}", cpt=f"{found.chars_per_token:.2f}",
+    return "\n\n" + tr(key, share=f"{100 * spelled.share:.1f}", cpt=f"{spelled.chars_per_token:.2f}",
                         n=f"{added:,}")
 
 
@@ -597,11 +608,11 @@ def build(ctx: AppContext) -> None:
                               elem_id="train-kl-weight", visible=False)
     with gr.Column(visible=False, elem_id="train-grpo") as grpo_box:  # grpo only
         with gr.Row():
-            group_size = gr.Number(grpo.DEFAULTS["group_size"], precision=0, label=t("group_size"),
+            group_size = gr.Number(grpo.DEFAULTS["group_size"], label=t("group_size"),
                                    info=t("group_size_info"), elem_id="train-group-size")
             grpo_beta = gr.Number(grpo.DEFAULTS["beta"], label=t("grpo_beta"), info=t("grpo_beta_info"),
                                   elem_id="train-grpo-beta")
-            max_new_tokens = gr.Number(grpo.DEFAULTS["max_new_tokens"], precision=0, label=t("max_new_tokens"),
+            max_new_tokens = gr.Number(grpo.DEFAULTS["max_new_tokens"], label=t("max_new_tokens"),
                                        info=t("grpo_max_new_info"), elem_id="train-max-new-tokens")
         with gr.Accordion(t("rewards"), open=True, elem_id="train-rewards-box"):
             reward_widgets, reward_toggles = grpo.reward_inputs()
@@ -611,20 +622,20 @@ def build(ctx: AppContext) -> None:
     with gr.Row():
         stop_after = gr.Radio([(t("stop_steps"), "steps"), (t("stop_minutes"), "minutes")], value="steps",
                               label=t("stop_after"), elem_id="train-stop-after")
-        steps = gr.Number(value=steps0, precision=0, label=t("max_steps"), elem_id="train-steps")
+        steps = gr.Number(value=steps0, label=t("max_steps"), elem_id="train-steps")
         minutes = gr.Number(value=10, label=t("minutes"), info=t("minutes_info"), minimum=0.1, maximum=MAX_MINUTES,
                             elem_id="train-minutes", visible=False)
-        batch = gr.Number(value=batch0, precision=0, label=t("batch_size"))
-        seq_len = gr.Number(value=256, precision=0, label=t("seq_len"))
+        batch = gr.Number(value=batch0, label=t("batch_size"))
+        seq_len = gr.Number(value=256, label=t("seq_len"))
         lr = gr.Number(value=lr0, label=t("lr"))
-        accum = gr.Number(value=1, precision=0, label=t("grad_accum"))
+        accum = gr.Number(value=1, label=t("grad_accum"))
     with gr.Row():
         precision = gr.Dropdown(["auto", "bf16", "fp16", "fp32"], value="auto", label=t("precision"))
-        rank = gr.Number(value=16, precision=0, label=t("lora_rank"))
-        alpha = gr.Number(value=32, precision=0, label=t("lora_alpha"))
-        eval_every = gr.Number(value=0, precision=0, label=t("eval_every"))
+        rank = gr.Number(value=16, label=t("lora_rank"))
+        alpha = gr.Number(value=32, label=t("lora_alpha"))
+        eval_every = gr.Number(value=0, label=t("eval_every"))
     with gr.Row():
-        processes = gr.Number(value=1, precision=0, minimum=1, maximum=max_processes(), label=t("processes"),
+        processes = gr.Number(value=1, minimum=1, maximum=max_processes(), label=t("processes"),
                               info=t("processes_info"), elem_id="train-processes")
         parallel = gr.Radio([(name, value) for value, name in PARALLEL.items()], value="ddp",
                             label=t("parallelism"), info=t("parallelism_info"), elem_id="train-parallel")
