@@ -208,7 +208,7 @@ def test_build_fills_defaults_and_normalizes():
     ([{"name": "form", "weight": 0}], "give at least one reward a weight > 0"),
     ([{"name": "form", "form": "十四行诗"}], "is not one of 五言绝句"),
     ([{"name": "regex"}], "parameter 'pattern' is required"),
-    ([{"name": "regex", "pattern": "(月"}], "does not compile: a '(' has no ')'"),
+    ([{"name": "regex", "pattern": "(月"}], "does not compile: missing )"),
     ([{"name": "regex", "pattern": "月" * 201}], "keep it to 200 or fewer"),
     ([{"name": "no_repetition", "n": 0}], "n must be between 1 and 16"),
     ([{"name": "format", "open": ""}], "open is empty"),

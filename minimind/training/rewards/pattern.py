@@ -1,135 +1,112 @@
-"""A user's regular expression, bounded before it compiles.
+"""A user's regular expression, bounded before it compiles anywhere that matters.
 
 The `regex` module expands counted repeats while it compiles: `a{10000000}` takes 2.6 GB,
-`a{1000000000}` more memory than a server has, and `(?:ab){4294967294}` runs for minutes. A
-reward pattern comes from a page anyone may use, so it is read here first, without compiling:
-every counted repeat is at most MAX_REPEAT, and the pattern's size with every repeat written
-out (nested repeats multiply) is at most MAX_UNITS, which keeps a compiled pattern within a few
-MB and a millisecond or two. The reading over-counts where the syntax is ambiguous (a brace
-inside a set, a bounded `{0,n}` that the module would not expand), so a pattern it passes
-compiles within those bounds. Nothing is cached: each compile is dropped after use.
+`a{1000000000}` more memory than a server has, and `(?:ab){4294967294}` runs for minutes; nested
+repeats multiply, and full case folding of wide ranges costs tens of KB per range. A reward
+pattern comes from a page anyone may use, so it is checked in two steps:
+
+1. any counted repeat above MAX_REPEAT ({m}, {m,n}, {m,} or {,n} anywhere in the text, whatever
+   it belongs to) is refused at once, with a sentence saying so;
+2. the pattern is then compiled in a child Python process whose address space may grow by at most
+   COMPILE_MEMORY_MB and which is stopped after COMPILE_SECONDS: what the module really builds is
+   measured by the module itself, so no reading of its syntax can be fooled (`(?i){1000}` repeats
+   what comes before it; `\\)` continues a comment).
+
+Nothing is cached: the check compiles in a process that then exits, and scoring compiles each
+reward's pattern once, in the trainer, when it first scores (see registry.Reward).
 """
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 from minimind.errors import ConfigError
 
-MAX_CHARS = 200        # characters of a pattern
-MAX_REPEAT = 1000      # the largest count of a counted repeat {m}, {m,n}, {m,}
-MAX_UNITS = 10_000     # atoms once every counted repeat is written out (about 260-620 bytes each compiled)
+MAX_CHARS = 200          # characters of a pattern
+MAX_REPEAT = 1000        # the largest count of a counted repeat
+COMPILE_MEMORY_MB = 128  # what compiling may add to a fresh Python process
+COMPILE_SECONDS = 3.0    # Python's start and the compile together
 SEARCH_TIMEOUT_S = 0.05  # a search past this scores 0: catastrophic backtracking cannot hang the trainer
 
-_COUNTED = re.compile(r"\{(\d*)(?:,(\d*))?\}")  # {m} {m,} {,n} {m,n}, as the regex module reads them
-_BRACED = re.compile(r"\{[\w \-=:.&^]*\}")  # what \p{Han}, \P{L}, \N{name} hold: never a repeat
-_ESCAPE_ARGUMENT = {"p": _BRACED, "P": _BRACED, "N": _BRACED}  # (\g<name> is literal text in version 0)
-_GROUP_OPENING = re.compile(r"\?(?:P?<\w+>|<[=!]|[:=!>|]|[a-zA-Z0-9\-]*:)")
-_INLINE_FLAGS = re.compile(r"\(\?([a-zA-Z0-9\-]*)[:)]")  # (?i) (?x:...) (?V1)
+_COUNT = re.compile(r"\{(\d*),?(\d*)\}")
+
+# Run by the child: limit its own address space first, then compile the pattern read from stdin.
+_COMPILE = f"""
+import sys
+try:
+    import resource
+    with open("/proc/self/statm") as statm:
+        start = int(statm.read().split()[0]) * resource.getpagesize()
+    limit = start + {COMPILE_MEMORY_MB} * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+except (ImportError, OSError, ValueError):
+    pass  # no address-space limit on this platform: the time limit still holds
+import regex
+try:
+    regex.compile(sys.stdin.read(), cache_pattern=False)
+except regex.error as error:
+    print(error)
+    sys.exit(2)
+except MemoryError:
+    sys.exit(3)
+"""
 
 
 def _refuse(pattern: str, why: str) -> ConfigError:
     return ConfigError(f"reward 'regex': pattern {pattern[:60]!r} {why}")
 
 
-def _flags_allowed(pattern: str) -> None:
-    """Verbose mode (x) lets comments hide syntax and version 1 (V1) nests sets: neither is
-    needed in a short pattern, and both would make the reading below ambiguous."""
-    for match in _INLINE_FLAGS.finditer(pattern):
-        flags = match.group(1)
-        if "x" in flags or "V1" in flags:
-            raise _refuse(pattern, f"uses the inline flag {'V1' if 'V1' in flags else 'x'!r} "
-                                   f"({match.group(0)}); write the pattern without it")
+def _repeats_within_bound(pattern: str) -> None:
+    for match in _COUNT.finditer(pattern):
+        counts = [int(c) for c in match.groups() if c]
+        if counts and max(counts) > MAX_REPEAT:
+            raise _refuse(pattern, f"repeats {max(counts):,} times ({match.group(0)}); the limit is "
+                                   f"{MAX_REPEAT:,} for one repeat")
 
 
-def expanded_units(pattern: str) -> int:
-    """An upper bound of the pattern's atoms once every counted repeat is written out (a group
-    counts its contents, all branches together); ConfigError for a count above MAX_REPEAT."""
-    frames = [[0, 0]]  # per open group: [sum of finished items, size of the last item]
-    i, n = 0, len(pattern)
-    while i < n:
-        ch = pattern[i]
-        frame = frames[-1]
-        if ch == "\\":  # an escape is one atom; \p{Han} with what its braces hold
-            end = min(i + 2, n)
-            if i + 1 < n and pattern[i + 1] in _ESCAPE_ARGUMENT:
-                argument = _ESCAPE_ARGUMENT[pattern[i + 1]].match(pattern, end)
-                end = argument.end() if argument else end
-            frame[0] += frame[1]
-            frame[1] = 1
-            i = end
-        elif ch == "[":
-            j = i + 1
-            if j < n and pattern[j] == "^":
-                j += 1
-            if j < n and pattern[j] == "]":
-                j += 1
-            while j < n and pattern[j] != "]":
-                j += 2 if pattern[j] == "\\" else 1
-            if j >= n:
-                raise _refuse(pattern, "does not compile: a '[' has no ']'")
-            frame[0] += frame[1]
-            frame[1] = 1
-            i = j + 1
-        elif ch == "(":
-            if pattern.startswith("(?#", i):  # a comment ends at the first ')'
-                close = pattern.find(")", i)
-                i = n if close < 0 else close + 1
-                continue
-            frames.append([0, 0])
-            opening = _GROUP_OPENING.match(pattern, i + 1)  # (?: (?P<name> (?<= (?i: ... : not atoms
-            i = opening.end() if opening else i + 1
-        elif ch == ")":
-            if len(frames) == 1:
-                raise _refuse(pattern, "does not compile: a ')' has no '('")
-            inner = frames.pop()
-            parent = frames[-1]
-            parent[0] += parent[1]
-            parent[1] = inner[0] + inner[1]
-            i += 1
-        elif ch == "{" and (counted := _COUNTED.match(pattern, i)) and any(counted.groups()):
-            counts = [int(c) for c in counted.groups() if c]
-            if any(c > MAX_REPEAT for c in counts):
-                raise _refuse(pattern, f"repeats {max(counts):,} times ({counted.group(0)}); the limit is "
-                                       f"{MAX_REPEAT:,} for one repeat")
-            frame[1] *= max(max(counts), 1)
-            i = counted.end()
-        else:  # a literal, '.', an anchor, '|' or a quantifier *, +, ? (which writes out nothing)
-            if ch not in "*+?|":
-                frame[0] += frame[1]
-                frame[1] = 1
-            i += 1
-    if len(frames) > 1:
-        raise _refuse(pattern, "does not compile: a '(' has no ')'")
-    return frames[0][0] + frames[0][1]
+def _compiles_within_bounds(pattern: str) -> None:
+    """Compile in a child within COMPILE_MEMORY_MB and COMPILE_SECONDS; ConfigError otherwise."""
+    try:
+        done = subprocess.run([sys.executable, "-I", "-c", _COMPILE], input=pattern, text=True, encoding="utf-8",
+                              capture_output=True, timeout=COMPILE_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise _refuse(pattern, f"takes longer than {COMPILE_SECONDS:g} s to compile; write it with fewer or "
+                               "smaller repeats") from None
+    if done.returncode == 2:
+        raise _refuse(pattern, f"does not compile: {done.stdout.strip()}")
+    if done.returncode == 3 or done.returncode < 0:
+        raise _refuse(pattern, f"needs more than {COMPILE_MEMORY_MB} MB to compile (nested repeats multiply: "
+                               "(?:a{100}){100} is 10,000 copies); write it with fewer or smaller repeats")
+    if done.returncode != 0:
+        raise ConfigError(f"reward 'regex': the pattern could not be checked (exit code {done.returncode})")
 
 
 def check_pattern(pattern: str) -> None:
-    """ConfigError unless `pattern` is short, within the repeat bounds and compiles."""
-    import regex
-
+    """ConfigError unless `pattern` is short, within the repeat bound and compiles within bounds."""
     if not pattern:
         raise ConfigError("reward 'regex': pattern is empty; give a regular expression the answer "
                           "should match, e.g. pattern: '月'")
     if len(pattern) > MAX_CHARS:
         raise ConfigError(f"reward 'regex': pattern has {len(pattern)} characters; keep it to "
                           f"{MAX_CHARS} or fewer")
-    _flags_allowed(pattern)
-    units = expanded_units(pattern)
-    if units > MAX_UNITS:
-        raise _refuse(pattern, f"is {units:,} atoms long with its repeats written out; the limit is "
-                               f"{MAX_UNITS:,} (nested repeats multiply: (?:a{{100}}){{100}} is 10,000)")
-    try:
-        regex.compile(pattern, cache_pattern=False)
-    except regex.error as error:
-        raise _refuse(pattern, f"does not compile: {error}") from None
+    if "\x00" in pattern:
+        raise _refuse(pattern, "holds a NUL character; write \\x00 to match one")
+    _repeats_within_bound(pattern)
+    _compiles_within_bounds(pattern)
 
 
-def search(pattern: str, text: str) -> bool:
-    """Whether a checked pattern is found in `text`; a search past SEARCH_TIMEOUT_S counts as not found."""
+def compile_checked(pattern: str):
+    """A checked pattern, compiled here (the trainer's copy; nothing cached by the module)."""
     import regex
 
+    return regex.compile(pattern, cache_pattern=False)
+
+
+def search(compiled, text: str) -> bool:
+    """Whether `compiled` is found in `text`; a search past SEARCH_TIMEOUT_S counts as not found."""
     try:
-        return regex.compile(pattern, cache_pattern=False).search(text, timeout=SEARCH_TIMEOUT_S) is not None
+        return compiled.search(text, timeout=SEARCH_TIMEOUT_S) is not None
     except TimeoutError:
         return False

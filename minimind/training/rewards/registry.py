@@ -7,7 +7,7 @@ and everything a user can get wrong is a ConfigError before the first rollout.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from minimind.errors import ConfigError
@@ -27,9 +27,10 @@ class Param:
 @dataclass(frozen=True)
 class RewardKind:
     name: str
-    fn: Callable  # fn(answer, prompt, record, **params) -> float in [0, 1]
+    fn: Callable  # fn(answer, prompt, record, **params, **prepared) -> float in [0, 1]
     params: tuple[Param, ...]
     description: str  # one line for the page
+    prepare: Callable[[dict], dict] | None = None  # params -> what fn also takes, built when it first scores
 
 
 REWARDS: dict[str, RewardKind] = {kind.name: kind for kind in (
@@ -49,7 +50,7 @@ REWARDS: dict[str, RewardKind] = {kind.name: kind for kind in (
         Param("pattern", str, "", f"a regular expression, at most {pattern.MAX_CHARS} characters, each "
                                    f"counted repeat at most {pattern.MAX_REPEAT:,}",
               required=True),),
-        "A regular expression is found in the answer."),
+        "A regular expression is found in the answer.", prepare=text.prepare_regex),
     RewardKind("contains", text.contains, (
         Param("text", list, [], "texts the answer must contain (plus each record's must_contain)"),),
         "Share of the required texts the answer contains."),
@@ -77,13 +78,19 @@ _KIND_WORDS = {str: "a string", int: "an integer", float: "a number", list: "a s
 
 @dataclass(frozen=True)
 class Reward:
-    """A configured reward; params are complete (defaults filled) and already checked."""
+    """A configured reward; params are complete (defaults filled) and already checked. What its kind
+    prepares (a compiled pattern) is built when it first scores, so checking a config (as the web
+    page does) never builds it."""
     name: str
     weight: float
     params: dict
+    prepared: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __call__(self, answer: str, prompt: str, record: dict | None = None) -> float:
-        score = REWARDS[self.name].fn(answer, prompt, record or {}, **self.params)
+        kind = REWARDS[self.name]
+        if kind.prepare is not None and not self.prepared:
+            self.prepared.update(kind.prepare(self.params))
+        score = kind.fn(answer, prompt, record or {}, **self.params, **self.prepared)
         return min(1.0, max(0.0, float(score)))
 
 

@@ -41,17 +41,23 @@ def check_length(params: dict) -> dict:
     return params
 
 
-def regex_match(answer: str, prompt: str, record: dict, pattern: str = "") -> float:
+def regex_match(answer: str, prompt: str, record: dict, pattern: str = "", compiled=None) -> float:
     """1.0 when the pattern is found anywhere in the answer (regex.search); a search that runs past
-    pattern.SEARCH_TIMEOUT_S scores 0, as does an empty answer."""
+    pattern.SEARCH_TIMEOUT_S scores 0, as does an empty answer. `compiled`: the pattern as the
+    reward compiled it once (prepare_regex); compiled here when not given."""
     if not answer.strip():
         return 0.0
-    return 1.0 if user_pattern.search(pattern, answer) else 0.0
+    return 1.0 if user_pattern.search(compiled or user_pattern.compile_checked(pattern), answer) else 0.0
 
 
 def check_regex(params: dict) -> dict:
-    user_pattern.check_pattern(params["pattern"])  # bounded before anything compiles
+    user_pattern.check_pattern(params["pattern"])  # bounded, and compiled only in a bounded child
     return params
+
+
+def prepare_regex(params: dict) -> dict:
+    """The checked pattern compiled, once per reward, when it first scores (in the trainer)."""
+    return {"compiled": user_pattern.compile_checked(params["pattern"])}
 
 
 def _texts(value) -> list[str]:
