@@ -14,7 +14,7 @@ from minimind.errors import ConfigError, CorpusError
 
 
 def _write(path, table, **kw):
-    pq.write_table(table, path, compression="zstd", **kw)
+    pq.write_table(table, path, **{"compression": "zstd", **kw})
     return path
 
 
@@ -45,6 +45,17 @@ def test_without_a_stored_schema_and_inside_chats_the_dictionary_is_still_counte
     chat = [{"role": "user", "content": "b" * 2**20}, {"role": "assistant", "content": "c" * 2**20}]
     nested = _write(tmp_path / "chats.parquet", pa.table({"messages": [chat] * 200}))
     _refused_quickly(nested, tmp_path, "decodes to more than")
+
+
+def test_values_count_at_their_width_however_well_they_compress(tmp_path):
+    import numpy as np
+
+    zeros = pa.ListArray.from_arrays(pa.array([0, 5_000_000], pa.int32()), pa.array(np.zeros(5_000_000, np.int64)))
+    numbers = _write(tmp_path / "numbers.parquet", pa.table({"text": zeros}), compression_level=22)
+    wide = _write(tmp_path / "wide.parquet", pa.table({"text": pa.array([b"a" * 2**16] * 300, pa.binary(2**16))}))
+    for path in (numbers, wide):  # 40 MB of zeros in one row; 300 fixed-width values of 64 KiB
+        assert path.stat().st_size < 2048
+        assert _refused_quickly(path, tmp_path, "decodes to more than").startswith(f"{path}: file footer")
 
 
 def test_real_compressed_corpora_stay_well_inside_the_limit(tmp_path):

@@ -265,20 +265,30 @@ def _expands(info: CorpusFile, limit: int, position: str) -> CorpusError:
                        "compresses to; if it is real text, save it as JSON Lines or CSV", info.name, position)
 
 
+_VALUE_BYTES = {"BOOLEAN": 1, "INT32": 4, "INT64": 8, "INT96": 12, "FLOAT": 4, "DOUBLE": 8, "BYTE_ARRAY": 4}
+
+
 def _check_stored_size(meta: pq.FileMetaData, columns: list[str], limit: int, info: CorpusFile) -> list[str]:
-    """Refuse, before any page is read, a file whose chunks of `columns` say they decompress past
-    `limit`; return those columns' string leaves (paths such as messages.list.element.content)."""
-    stored, leaves = 0, []
+    """Refuse, before any page is read, a file whose chunks of `columns` say they decode past
+    `limit`: their pages decompressed, or their values at their width (a value is at least its
+    width however well it compresses: 40M zeros in a list are 320 MB), whichever is more. Returns
+    those columns' string leaves (paths such as messages.list.element.content)."""
+    leaves, widths = [], {}
     for i in range(meta.num_columns):
         column = meta.schema.column(i)
-        if column.path.split(".")[0] in columns and column.physical_type == "BYTE_ARRAY":
+        if column.path.split(".")[0] not in columns:
+            continue
+        widths[column.path] = column.length if column.physical_type == "FIXED_LEN_BYTE_ARRAY" else \
+            _VALUE_BYTES.get(column.physical_type, 1)
+        if column.physical_type == "BYTE_ARRAY":
             leaves.append(column.path)
+    stored = 0
     for group in range(meta.num_row_groups):
         row_group = meta.row_group(group)
         for i in range(row_group.num_columns):
             chunk = row_group.column(i)
-            if chunk.path_in_schema.split(".")[0] in columns:
-                stored += max(chunk.total_uncompressed_size, 0)
+            if chunk.path_in_schema in widths:
+                stored += max(chunk.total_uncompressed_size, chunk.num_values * max(widths[chunk.path_in_schema], 1))
     if stored > limit:
         raise _expands(info, limit, "file footer")
     return leaves
