@@ -72,3 +72,25 @@ def test_the_client_is_the_peer_unless_a_proxy_header_is_named():
     behind_proxy = LoginThrottle.from_env({"MINIMIND_CLIENT_IP_HEADER": "X-Forwarded-For"})
     assert behind_proxy.client(scope, headers) == "10.1.1.1"  # the address the proxy itself saw
     assert behind_proxy.client(scope, {}) == "127.0.0.1"
+
+
+def test_tries_in_flight_count_as_failures_until_they_come_back():
+    clock = Clock()
+    throttle = LoginThrottle(clock=clock)
+    begun = 0
+    for _ in range(150):  # a burst of login posts, all sent before any is answered
+        if throttle.wait("1.2.3.4") == 0:
+            throttle.begin("1.2.3.4")
+            begun += 1
+    assert begun == FREE_TRIES and throttle.wait("9.9.9.9") == 0  # others are not slowed
+    for _ in range(begun):
+        throttle.end("1.2.3.4", False)
+    assert throttle.wait("1.2.3.4") == 1.0
+    clock.now += 1
+    throttle.begin("1.2.3.4")  # after the wait: one try, and nothing else while it is out
+    assert throttle.wait("1.2.3.4") == 1.0
+    throttle.end("1.2.3.4", True)  # the right password
+    assert throttle.wait("1.2.3.4") == 0 and throttle._flying == {}
+    throttle.begin("5.5.5.5")
+    throttle.end("5.5.5.5", None)  # a malformed form: neither outcome
+    assert throttle._clients.get("5.5.5.5") is None and throttle._flying == {}

@@ -185,10 +185,10 @@ class Gate:
             if scope["type"] == "websocket":
                 return await send({"type": "websocket.close", "code": 1008})
             return await send_json(send, status, body, extra)
-        if offered:
+        if offered:  # checked here and now: counted in the same step
             (self.throttle.succeeded if self.access.credentials(headers) else self.throttle.failed)(client)
         if logging_in:
-            send = _login_outcome(send, lambda ok: (self.throttle.succeeded if ok else self.throttle.failed)(client))
+            return await self._login(scope, receive, send, client)
         if not self.access.allows(path, method, headers, user):
             status, (body, extra) = 401, self.access.refusal(path)
         elif path.startswith(CLOSED) or _asks_deep_link(scope):
@@ -201,18 +201,23 @@ class Gate:
             return await send({"type": "websocket.close", "code": 1008})
         await send_json(send, status, body, extra)
 
+    async def _login(self, scope, receive, send, client: str):
+        """The login form's POST (public: it is the way in), counted as in flight until Gradio
+        answers it (200 with the session cookie, 400 for wrong credentials): a burst of guesses sent
+        at once gets no more tries than guesses sent one after another."""
+        statuses = []
 
-def _login_outcome(send, report: Callable[[bool], None]):
-    """Wrap `send` to report whether the login form's POST succeeded (Gradio answers 200 with the
-    session cookie, or 400 for wrong credentials)."""
-    async def watched(message):
-        if message["type"] == "http.response.start":
-            status = message.get("status", 0)
-            if status == 200 or status == 400:
-                report(status == 200)
-        return await send(message)
+        async def watched(message):
+            if message["type"] == "http.response.start" and not statuses:
+                statuses.append(message.get("status", 0))
+            return await send(message)
 
-    return watched
+        self.throttle.begin(client)
+        try:
+            await self.app(scope, receive, watched)
+        finally:
+            status = statuses[0] if statuses else None
+            self.throttle.end(client, True if status == 200 else False if status == 400 else None)
 
 
 _API_INFO = re.compile(rb"window\.gradio_api_info = .*?;</script>", re.DOTALL)

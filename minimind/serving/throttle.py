@@ -6,7 +6,9 @@ asks `LoginThrottle.wait(client)` before it checks, and reports the outcome with
 from BASE_WAIT_S up to MAX_WAIT_S. When all clients together fail more than GLOBAL_PER_MINUTE
 times in a minute (many addresses guessing), every client waits until the minute has room again.
 A success clears its client's count. While a client waits, its tries are answered 429 with
-Retry-After and not checked at all, so waiting is the only way on.
+Retry-After and not checked at all, so waiting is the only way on. A try whose outcome comes later
+(the login form, answered by Gradio) is in flight from `begin` to `end` and counts as a failure
+meanwhile: a burst of tries sent at once gets no more than tries sent one after another.
 
 Behind a reverse proxy every request comes from the proxy's address: name the header in which
 the proxy passes on the client's address (MINIMIND_CLIENT_IP_HEADER=X-Forwarded-For) and the last
@@ -42,6 +44,7 @@ class LoginThrottle:
         self.global_per_minute = global_per_minute
         self._clients: OrderedDict[str, tuple[int, float]] = OrderedDict()  # client -> (failures, wait until)
         self._recent: deque[float] = deque()  # times of the failures of the last minute, all clients
+        self._flying: dict[str, int] = {}     # client -> tries begun and not yet ended
 
     @classmethod
     def from_env(cls, env) -> "LoginThrottle":
@@ -60,10 +63,25 @@ class LoginThrottle:
         """Seconds before `client` may try again (0: it may try now)."""
         now = self.clock()
         self._forget_before(now - 60.0)
-        until = self._clients.get(client, (0, 0.0))[1]
-        if len(self._recent) >= self.global_per_minute:
-            until = max(until, self._recent[0] + 60.0)
+        failures, until = self._clients.get(client, (0, 0.0))
+        flying = self._flying.get(client, 0)
+        if flying and failures + flying >= self.free_tries:  # its tries in flight may all be failures
+            until = max(until, now + BASE_WAIT_S)
+        if len(self._recent) + sum(self._flying.values()) >= self.global_per_minute:
+            until = max(until, (self._recent[0] if self._recent else now) + 60.0)
         return max(0.0, until - now)
+
+    def begin(self, client: str) -> None:
+        """A try that may go ahead (wait() was 0) and whose outcome comes later."""
+        self._flying[client] = self._flying.get(client, 0) + 1
+
+    def end(self, client: str, succeeded: bool | None) -> None:
+        """The outcome of a try begun: True, False, or None (neither: e.g. a malformed form)."""
+        left = self._flying.pop(client, 0) - 1
+        if left > 0:
+            self._flying[client] = left
+        if succeeded is not None:
+            (self.succeeded if succeeded else self.failed)(client)
 
     def failed(self, client: str) -> None:
         now = self.clock()
