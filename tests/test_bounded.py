@@ -2,12 +2,13 @@
 and memory or time past the limit stops the child (not the server) with a message that names the setting."""
 
 import os
+import threading
 import time
 
 import pytest
 
 from minimind.errors import CorpusError
-from webapp.bounded import WorkLimitError, WorkLimits, run_bounded
+from webapp.bounded import BoundedWork, WorkLimitError, WorkLimits, run_bounded
 
 LIMITS = WorkLimits(memory_mb=400, seconds=20)
 
@@ -73,3 +74,18 @@ def test_limits_come_from_the_environment_and_bad_values_stop_the_server():
     for bad in ({"MINIMIND_WORK_MEMORY_MB": "lots"}, {"MINIMIND_WORK_SECONDS": "-1"}):
         with pytest.raises(SystemExit, match="must be a number of at least"):
             WorkLimits.from_env(bad)
+
+
+def test_the_pages_work_runs_one_child_at_a_time_and_a_request_waits_at_most_the_time_limit():
+    work = BoundedWork(WorkLimits(memory_mb=400, seconds=5))
+    first = threading.Thread(target=work.run, args=(_sleep, 3), kwargs={"what": "the first"})
+    first.start()
+    time.sleep(0.5)
+    started = time.perf_counter()
+    assert work.run(_pid, what="the second") != os.getpid()  # it waited for the first to finish
+    assert time.perf_counter() - started > 2
+    first.join()
+    busy = BoundedWork(WorkLimits(memory_mb=400, seconds=1))
+    with busy._slot:  # another visitor's work holds the slot past this one's time limit
+        with pytest.raises(WorkLimitError, match="busy with other visitors' work and could not start the next"):
+            busy.run(_pid, what="the next")

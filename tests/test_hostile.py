@@ -3,6 +3,7 @@ would send to take it down or learn its paths: regex rewards that expand, an est
 memory, a parquet file that decodes to 300 MiB, password guessing, and odd form values. Each is
 refused or bounded, the page keeps answering, and no message names the workspace."""
 
+import concurrent.futures
 import functools
 import json
 import threading
@@ -164,6 +165,10 @@ def test_a_parquet_file_that_decodes_to_300_mib_is_refused_at_once(studio, tmp_p
     assert event == "complete" and took < 10, (event, took)
     problems = _clean(payload[3], root)
     assert "small.parquet" in problems and "decodes to more than" in problems, problems
+    # the same file as the Export tab's held-out text: read in a bounded child too, and refused
+    event, payload, took = _call(url, "/export", ["shipped:minimind-tang", ["hf"],
+                                                  _upload(url, "heldout.parquet", path.read_bytes())])
+    assert event == "error" and "decodes to more than" in _clean(payload["error"], root) and took < 10, payload
     assert rss_mb(proc.pid) - before < 50
 
 
@@ -187,6 +192,11 @@ def test_wrong_logins_are_answered_429_after_a_handful_on_every_door(studio):
         assert "try again in" in refused.json()["error"]["message"]
         assert knock({"X-Forwarded-For": f"198.51.100.{n + 1}"}, True).status_code == 200, door  # others get in
     assert "login throttled: 203.0.113.1 failed 5 times" in (root / "server.log").read_text()
+    # a burst of guesses sent at once gets no more tries than guesses sent one after another
+    burst = {"X-Forwarded-For": "192.0.2.77"}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=60) as pool:
+        statuses = list(pool.map(lambda _: doors["page login"](burst, False).status_code, range(60)))
+    assert statuses.count(400) <= 5 and statuses.count(429) >= 55, sorted(statuses)
 
 
 def test_odd_values_and_failures_get_a_sentence_that_names_no_server_path(studio, tmp_path):

@@ -18,7 +18,7 @@ from minimind.serving.guards import BodyLimit, StreamLimit, max_request_bytes, t
 from minimind.serving.throttle import LoginThrottle
 
 from .api import add_classify_routes
-from .bounded import WorkLimits, start_server
+from .bounded import BoundedWork, WorkLimits, start_server
 from .context import AppContext
 from .downloads import add_download_route
 from .gate import Access, Gate, gradio_session_user
@@ -116,7 +116,7 @@ def build_app(workspace: str | Path, upload_limit_mb: float | None = None,
     limit = upload_limit_mb or float(os.environ.get("MINIMIND_UPLOAD_LIMIT_MB", "200"))
     ws = Workspace(Path(workspace), limit)
     jobs = JobManager(ws)
-    ctx = AppContext(ws, jobs, public_warning=access.warning(), limits=limits or WorkLimits.from_env())
+    ctx = AppContext(ws, jobs, public_warning=access.warning(), bounded=BoundedWork(limits or WorkLimits.from_env()))
     if shipped_dir is not None:
         ctx.shipped_dir = Path(shipped_dir)
     if ctx.public_warning:

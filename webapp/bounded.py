@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ log = logging.getLogger(__name__)
 
 # imported once by the fork server, so that each child starts with them loaded
 PRELOAD = ["minimind", "minimind.data", "minimind.tokenizer", "minimind.vocabulary", "minimind.training.estimate",
-           "webapp.work"]
+           "minimind.export.heldout", "webapp.work"]
 DEFAULT_SECONDS = 300.0
 DEFAULT_CORPUS_CHARS = 200_000_000
 
@@ -125,6 +126,25 @@ def _child(connection, fn: Callable, args: tuple, memory_mb: int) -> None:
         traceback.print_exc()
         connection.send(("bug", "unpicklable result"))
     connection.close()
+
+
+class BoundedWork:
+    """The page's bounded work, one child at a time: the memory limit is then also the most all of
+    the page's children take together (an estimate, an inspection and a save at once would
+    otherwise take three times it). A request waits for the slot at most the time limit."""
+
+    def __init__(self, limits: WorkLimits):
+        self.limits = limits
+        self._slot = threading.Lock()
+
+    def run(self, fn: Callable, *args, what: str):
+        if not self._slot.acquire(timeout=self.limits.seconds):
+            raise WorkLimitError(f"the server is busy with other visitors' work and could not start {what} within "
+                                 f"{self.limits.seconds:g} s; try again in a minute")
+        try:
+            return run_bounded(fn, *args, limits=self.limits, what=what)
+        finally:
+            self._slot.release()
 
 
 def run_bounded(fn: Callable, *args, limits: WorkLimits, what: str):

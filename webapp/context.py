@@ -15,7 +15,7 @@ import gradio as gr
 from minimind.errors import MiniMindError
 from minimind.inference import ModelRegistry
 
-from .bounded import WorkLimits
+from .bounded import BoundedWork, WorkLimits
 from .classifiers import ClassifierCache
 from .jobs import JobManager
 from .uploads import UploadArea
@@ -44,7 +44,8 @@ class AppContext:
     uploads: UploadArea = field(default_factory=UploadArea)   # the files requests may hand in
     public_warning: str | None = None                         # shown on top of the page when set
     classifiers: ClassifierCache = field(default_factory=ClassifierCache)  # loaded classifier runs (page + API)
-    limits: WorkLimits = field(default_factory=WorkLimits)    # what one request's work may take (bounded.py)
+    bounded: BoundedWork = field(default_factory=lambda: BoundedWork(WorkLimits()))  # runs a visitor's heavy work
+                                                                                       # in a limited child (bounded.py)
 
     def shipped(self) -> dict[str, Path]:
         """Shipped checkpoints (folders with a config.json), the default one first."""

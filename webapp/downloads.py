@@ -28,11 +28,11 @@ def download_url(workspace: Workspace, path: Path) -> str:
     return f"{DOWNLOAD_ROUTE}/" + "/".join(quote(part) for part in relative.parts)
 
 
-def download_list(workspace: Workspace, paths: list[Path]) -> str:
-    """HTML: one link per file with its size (the Export tab's downloads)."""
+def download_list(workspace: Workspace, paths: list[Path], title: str = "Downloads") -> str:
+    """HTML: `title`, then one link per file with its size (the Export tab's downloads)."""
     items = [f'<li><a href="{escape(download_url(workspace, p))}" download="{escape(p.name)}">{escape(p.name)}</a>'
              f" ({p.stat().st_size / 2**20:,.1f} MB)</li>" for p in paths]
-    return f"<ul>{''.join(items)}</ul>" if items else ""
+    return f"<p><b>{escape(title)}</b></p><ul>{''.join(items)}</ul>" if items else ""
 
 
 def add_download_route(app: FastAPI, workspace: Workspace) -> None:

@@ -17,7 +17,7 @@ from minimind.data.stats import pair_sample, unit
 from minimind.errors import CorpusError
 
 from .. import work
-from ..bounded import WorkLimitError, run_bounded
+from ..bounded import WorkLimitError
 from ..context import SAMPLES, SAMPLES_DIR, AppContext, shown, user_errors, without_paths
 from ..i18n import headed, language, t, tr
 from ..workspace import ALLOWED_TYPES, WorkspaceError
@@ -34,7 +34,7 @@ def _data_config(ctx: AppContext, folder: str, kind, text_field, split, strict, 
     if split not in ("paragraph", "line"):
         raise WorkspaceError(f"split must be paragraph or line (got {shown(split)})")
     return DataConfig(kind=kind, text_field=(text_field or "").strip() or None, split=split, strict=bool(strict),
-                      label_field=(label_field or "").strip() or None, max_chars=ctx.limits.corpus_chars,
+                      label_field=(label_field or "").strip() or None, max_chars=ctx.bounded.limits.corpus_chars,
                       cache_dir=str(ctx.workspace.cache), root=folder)
 
 
@@ -92,8 +92,8 @@ def inspect(ctx: AppContext, uploads, sample, kind, text_field, split, strict, l
     config = _data_config(ctx, folder, kind, text_field, split, strict, label_field)
     tokenizers = _tokenizer_folders(ctx)
     try:
-        stats, spelled = run_bounded(work.inspect_files, names, config, next(iter(tokenizers.values()), None),
-                                     tokenizers, limits=ctx.limits, what="reading the corpus")
+        stats, spelled = ctx.bounded.run(work.inspect_files, names, config, next(iter(tokenizers.values()), None),
+                                         tokenizers, what="reading the corpus")
     except (CorpusError, WorkLimitError) as err:
         return (tr("corpus_unusable"), _histogram_plot(None), _samples([]), f"❌ {without_paths(str(err))}", files)
     units = unit(stats.kind)
@@ -219,7 +219,7 @@ def save(ctx: AppContext, name, files, kind, text_field, split, strict, train_to
     vocab_size = _vocab_size(vocab) if train_tok else 0
     folder, names = _in_one_folder(ctx, files)
     config = _data_config(ctx, folder, kind, text_field, split, strict, label_field)
-    stats = run_bounded(work.corpus_stats, names, config, limits=ctx.limits, what="reading the corpus")
+    stats = ctx.bounded.run(work.corpus_stats, names, config, what="reading the corpus")
     settings = {"kind": kind, "text_field": config.text_field, "split": split, "strict": bool(strict)}
     if config.label_field:
         settings["label_field"] = config.label_field
@@ -230,8 +230,8 @@ def save(ctx: AppContext, name, files, kind, text_field, split, strict, train_to
     if train_tok:
         trained = Path(tempfile.mkdtemp(prefix="tokenizer-", dir=ctx.workspace.cache))
         try:
-            report = run_bounded(work.train_corpus_tokenizer, files, vocab_size, str(trained), config.text_field,
-                                 limits=ctx.limits, what="training the tokenizer")
+            report = ctx.bounded.run(work.train_corpus_tokenizer, files, vocab_size, str(trained), config.text_field,
+                                     what="training the tokenizer")
         except BaseException:
             shutil.rmtree(trained, ignore_errors=True)
             raise

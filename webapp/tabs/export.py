@@ -46,7 +46,7 @@ def _eval_text(ctx: AppContext, eval_file) -> tuple[list[str] | None, str | None
     held-out text)."""
     if eval_file:
         path = ctx.workspace.store_upload(ctx.uploads.accept(eval_file))
-        docs, labels = read_held_out(path)
+        docs, labels = ctx.bounded.run(read_held_out, str(path), what="reading the held-out file")
         return docs, path.name, labels
     return None, None, None
 
@@ -94,7 +94,7 @@ def run_export(ctx: AppContext, model_id, formats, eval_file):
         message += (tr("x_measured_source", text=text, source=f"{source:.4g}") if source
                     else tr("x_measured", text=text))
     columns = CLASSIFIER_COLUMNS if classifier else COLUMNS
-    return headed(pd.DataFrame(rows, columns=columns)), download_list(ctx.workspace, downloads), message
+    return headed(pd.DataFrame(rows, columns=columns)), download_list(ctx.workspace, downloads, tr("downloads")), message
 
 
 def formats_for(ctx: AppContext, model_id):

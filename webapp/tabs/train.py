@@ -29,7 +29,6 @@ from minimind.training.sizing import pretrain_lr
 from minimind.vocabulary import MAX_NEW_TOKENS
 
 from .. import classifiers, work
-from ..bounded import run_bounded
 from ..context import AppContext, shown as _shown, user_errors, without_paths
 from ..i18n import EN, headed, t, tr
 from ..workspace import WorkspaceError
@@ -295,7 +294,7 @@ def do_estimate(ctx: AppContext, *args) -> str:
     ctx.workspace.cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="estimate-", dir=ctx.workspace.cache) as scratch:
         # a fresh folder (nothing of an earlier estimate is reused), in a child within the page's limits
-        e, spelled = run_bounded(work.estimate_run, config, scratch, limits=ctx.limits, what="the estimate")
+        e, spelled = ctx.bounded.run(work.estimate_run, config, scratch, what="the estimate")
     size = f"`{e.preset}`; " if e.preset else ""
     text = tr("e_estimate", params=f"{e.params:,}", size=size, trainable=f"{e.trainable:,}", device=e.device,
               tokens=f"{e.tokens_per_epoch:,}", rows=f"{e.train_rows:,}", steps=f"{e.steps:,}",
