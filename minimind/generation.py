@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from .chat_format import encode_chat
 from .errors import SamplingError
 from .inference import Engine, Sampler, engine_for, guard_for
 
@@ -444,12 +445,6 @@ def _turns(messages: list[dict]) -> tuple[list[dict], list[list[dict]]]:
         else:
             turns[-1].append(m)
     return messages[:head], turns
-
-
-def encode_chat(tokenizer, messages: list[dict]) -> list[int]:
-    """Token ids of the conversation with the assistant's turn opened."""
-    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
 def longest_token(tokenizer) -> int:

@@ -26,7 +26,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from .inference.utf8 import bytes_to_unicode
+from .inference.utf8 import bytes_to_unicode, is_utf8
 
 PAD, BOS, EOS = "<|pad|>", "<|startoftext|>", "<|endoftext|>"
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
@@ -156,7 +156,7 @@ def _drop_straddling_merges(data: dict) -> None:
 
 def _character_aligned(data: bytes) -> bool:
     """Whole UTF-8 characters, or the first bytes of a single character."""
-    if _is_utf8(data):
+    if is_utf8(data):
         return True
     lead = data[0]
     if lead < 0xC0 or any(not 0x80 <= b < 0xC0 for b in data[1:]):
@@ -216,29 +216,3 @@ def measure(tokenizer: PreTrainedTokenizerFast, texts: Iterable[str]) -> tuple[i
 
     found = coverage(tokenizer, texts, missing=False)
     return found.characters, found.tokens, found.fallback_characters
-
-
-def _fallback_characters(ids: list[int], token_bytes: list) -> int:
-    """Characters of an encoded text that no single token holds whole: each run of tokens that
-    are not complete UTF-8 on their own is decoded and its characters counted."""
-    count, run = 0, b""
-    for index in ids:
-        piece = token_bytes[index] if index < len(token_bytes) else None
-        whole = piece is None or _is_utf8(piece)
-        if not whole:
-            run += piece
-            continue
-        if run:
-            count += len(run.decode("utf-8", errors="replace"))
-            run = b""
-    if run:
-        count += len(run.decode("utf-8", errors="replace"))
-    return count
-
-
-def _is_utf8(data: bytes) -> bool:
-    try:
-        data.decode("utf-8")
-        return True
-    except UnicodeDecodeError:
-        return False

@@ -69,8 +69,7 @@ def coverage(tokenizer, texts: Iterable[str], batch_chars: int = 1 << 18, max_ch
     in pieces cut where the tokenizer splits anyway (minimind.data.tokens.pieces), so memory stays
     bounded whatever the corpus (one 20 MB line included)."""
     from .data.tokens import encode, pieces
-    from .inference.utf8 import token_bytes
-    from .tokenizer import _fallback_characters
+    from .inference.utf8 import fallback_characters, token_bytes
 
     table = token_bytes(tokenizer) or []
     counts: Counter = Counter()
@@ -81,7 +80,7 @@ def coverage(tokenizer, texts: Iterable[str], batch_chars: int = 1 << 18, max_ch
         nonlocal tokens, fallback
         for ids in encode(tokenizer, group):
             tokens += len(ids)
-            fallback += _fallback_characters(ids, table)
+            fallback += fallback_characters(ids, table)
 
     for text in _bounded(texts, max_chars):
         if missing:

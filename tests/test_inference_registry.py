@@ -10,7 +10,7 @@ import torch
 from minimind import MiniMindForCausalLM
 from minimind.errors import CheckpointError
 from minimind.generation import SamplingParams, chat
-from minimind.inference import ModelRegistry
+from minimind.registry import ModelRegistry
 from minimind.tokenizer import save_tokenizer
 
 from helpers import tiny_config

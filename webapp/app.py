@@ -12,7 +12,7 @@ from pathlib import Path
 import gradio as gr
 from fastapi import FastAPI
 
-from minimind.inference import ModelRegistry
+from minimind.registry import ModelRegistry
 from minimind.serving import create_app
 from minimind.serving.guards import BodyLimit, StreamLimit, max_request_bytes, too_large
 from minimind.serving.throttle import LoginThrottle

@@ -13,7 +13,7 @@ from pathlib import Path
 import gradio as gr
 
 from minimind.errors import MiniMindError
-from minimind.inference import ModelRegistry
+from minimind.registry import ModelRegistry
 
 from .bounded import BoundedWork, WorkLimits
 from .classifiers import ClassifierCache

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from ..errors import CorpusError
 from .config import DataConfig
 from .files import CorpusFile
-from . import labels
+from .labels import expected as expected_labelled
 from .kinds import expected_fields, needed_columns
 from .validate import Problems, describe, snippet
 
@@ -316,7 +316,7 @@ def _check_columns(names: list[str], info: CorpusFile, config: DataConfig, posit
     columns = needed_columns(names, config.kind, config.text_field, config.label_field)
     if columns is None:
         want = (expected_fields(config.text_field) if config.kind == "auto" else
-                labels.expected(config.text_field, config.label_field)
+                expected_labelled(config.text_field, config.label_field)
                 if config.kind == "labelled" or config.label_field else
                 f"the columns of kind {config.kind!r}")
         shown = ", ".join(snippet(n, 30) for n in names[:12]) or "none"

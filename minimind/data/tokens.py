@@ -15,6 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from datasets import Dataset
 
+from ..chat_format import encode_chat
+
 IGNORE = -100  # label of a token the loss skips
 ROW_SCHEMA = pa.schema([("input_ids", pa.list_(pa.int32())), ("labels", pa.list_(pa.int32()))])
 PAIR_COLUMNS = ("chosen_input_ids", "chosen_labels", "rejected_input_ids", "rejected_labels")  # preference rows
@@ -208,10 +210,8 @@ def pair_token_lengths(dataset: Dataset, tokenizer, batch_size: int = 1000) -> d
 
 
 def render_prompts(tokenizer, prompts: list[list[dict]]) -> list[list[int]]:
-    """Ids of each prompt exactly as chat feeds it to the model: minimind.generation.encode_chat, the
+    """Ids of each prompt exactly as chat feeds it to the model: minimind.chat_format.encode_chat, the
     chat template with the assistant's turn opened (so what GRPO samples from is what chat answers)."""
-    from ..generation import encode_chat  # imported here: the data package does not load the engine
-
     return [encode_chat(tokenizer, messages) for messages in prompts]
 
 

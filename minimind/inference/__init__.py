@@ -1,5 +1,6 @@
-"""The one inference engine: prepared weights, one B x T layer loop, one sampler, one scheduler,
-and the registry that keeps one loaded copy of each model per process.
+"""The one inference engine: prepared weights, one B x T layer loop, one sampler, one scheduler.
+(The registry that keeps one loaded copy of each model per process is minimind.registry, above
+generation.)
 
   weights.py   the model's weights fused in place (no second copy), blocked copies for multi-row products
   forward.py   the layer loop: prefill, single and batched decode are one function
@@ -7,13 +8,11 @@ and the registry that keeps one loaded copy of each model per process.
   sampler.py   penalty, UTF-8 guard, temperature / top-k / top-p, seeded draws
   utf8.py      which tokens keep the text completable as UTF-8
   engine.py    the scheduler: a decode thread per model, continuous batching
-  registry.py  models by name and by folder, loaded once, least recently used let go
 """
 
 from .engine import Engine, TokenStream, engine_for
-from .registry import LoadedModel, ModelRegistry
 from .sampler import Sampler, guard_for
 from .weights import EngineError, Weights, unsupported_reason
 
-__all__ = ["Engine", "TokenStream", "engine_for", "LoadedModel", "ModelRegistry", "Sampler", "guard_for",
+__all__ = ["Engine", "TokenStream", "engine_for", "Sampler", "guard_for",
            "EngineError", "Weights", "unsupported_reason"]

@@ -24,7 +24,8 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
-from . import recurrent
+from .recurrent import RecurrentWeights, StateCache, handles as recurrent_handles
+from .recurrent import forward as recurrent_forward
 from .forward import KVCache, forward
 from .sampler import Sampler
 from .weights import Weights
@@ -100,9 +101,8 @@ class Engine:
         self._model = weakref.ref(model)    # the model holds its engine (model.__dict__), not the reverse
         self.max_batch = max(1, max_batch)
         # the backend: the transformer layer loop (forward.py) or an LSTM's state (recurrent.py)
-        if recurrent.handles(model):
-            self._prepare, self._new_cache, self._forward = recurrent.RecurrentWeights.of, recurrent.StateCache, \
-                recurrent.forward
+        if recurrent_handles(model):
+            self._prepare, self._new_cache, self._forward = RecurrentWeights.of, StateCache, recurrent_forward
             speculate = False  # a recurrent state cannot take back rejected guesses
         else:
             self._prepare, self._new_cache, self._forward = Weights.of, KVCache, forward

@@ -246,3 +246,30 @@ class Utf8Guard:
         need = torch.tensor([-1 if s is None else s.need for s in table], dtype=torch.int8)
         self._next[state] = table
         self._need_after[state] = need
+
+
+def is_utf8(data: bytes) -> bool:
+    """Whether `data` is whole UTF-8 on its own."""
+    try:
+        data.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def fallback_characters(ids: list[int], table: list) -> int:
+    """Characters of an encoded text that no single token holds whole (`table`: token_bytes): each
+    run of tokens that are not complete UTF-8 on their own is decoded and its characters counted."""
+    count, run = 0, b""
+    for index in ids:
+        piece = table[index] if index < len(table) else None
+        whole = piece is None or is_utf8(piece)
+        if not whole:
+            run += piece
+            continue
+        if run:
+            count += len(run.decode("utf-8", errors="replace"))
+            run = b""
+    if run:
+        count += len(run.decode("utf-8", errors="replace"))
+    return count

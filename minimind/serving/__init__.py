@@ -3,7 +3,7 @@
 The library never imports the web app; the web app mounts this app (see create_app).
 """
 
-from ..inference import LoadedModel, ModelRegistry
+from ..registry import LoadedModel, ModelRegistry
 from .app import create_app
 from .pool import GenerationPool, QueueFull
 from .protocol import ApiError

@@ -26,7 +26,7 @@ from starlette.exceptions import HTTPException
 from ..errors import MiniMindError, SamplingError
 from ..generation import (Generation, chat, check_length, complete, context_size, encode_chat,
                           longest_token)
-from ..inference import LoadedModel, ModelRegistry
+from ..registry import LoadedModel, ModelRegistry
 from .guards import DEFAULT_MAX_REQUEST_BYTES, BodyLimit, bearer_token, parse_json, same_secret
 from .throttle import LoginThrottle, retry_after, throttled_message
 from .pool import GenerationPool, QueueFull

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from . import distributed as dist
+import minimind.training.distributed as dist
 from .budget import planned_steps
 from .config import TrainConfig
 from .modes import count_parameters

@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 
 from ..errors import MiniMindError, TrainingError
-from . import distributed as dist
-from . import reporting
+import minimind.training.distributed as dist
+import minimind.training.reporting as reporting
 from .allocator import MMAP_THRESHOLD, retain_freed_memory
 from .batches import eval_batches
 from .budget import eval_every_at_least, interval_due, intervals, planned_steps

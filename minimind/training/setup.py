@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from ..errors import TrainingError
-from . import distributed as dist
+import minimind.training.distributed as dist
 from .batches import BatchStream
 from .budget import Budget
 from .checkpoint import latest_checkpoint, load_trainer_state, remove_partial

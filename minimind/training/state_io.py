@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from ..errors import TrainingError
-from . import distributed as dist
+import minimind.training.distributed as dist
 
 
 def is_fsdp(cfg, info) -> bool:

@@ -12,7 +12,9 @@ from typing import Callable
 
 from minimind.errors import ConfigError
 
-from . import pattern, poetry, text
+import minimind.training.rewards.pattern as pattern
+import minimind.training.rewards.poetry as poetry
+import minimind.training.rewards.text as text
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import unicodedata
 
 from minimind.errors import ConfigError
 
-from . import pattern as user_pattern
+import minimind.training.rewards.pattern as user_pattern
 
 
 def _bound_score(value: int, low: int, high: int) -> float:

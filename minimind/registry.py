@@ -1,4 +1,5 @@
-"""One registry of loaded models per process: the page's chat, its side-by-side view and
+"""One registry of loaded models per process (above generation: it loads checkpoints and reads
+each model's sampling defaults; the engine below it knows nothing of either): the page's chat, its side-by-side view and
 the API all ask it, so each model is in memory once, with one engine.
 
 Names (what /v1/models lists) point at sources: a model folder, optionally with a LoRA
@@ -17,8 +18,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import CheckpointError
-from .engine import Engine, engine_for
+from .errors import CheckpointError
+from .inference.engine import Engine, engine_for
 
 DEFAULT_BUDGET_MB = 2048
 
@@ -59,9 +60,9 @@ def budget_from_env() -> int:
 
 
 def _load_folder(path: str | Path, adapter: str | Path | None, max_batch: int) -> LoadedModel:
-    from ..checkpoint import load_model, load_tokenizer_for
+    from .checkpoint import load_model, load_tokenizer_for
 
-    from ..generation import SamplingParams
+    from .generation import SamplingParams
 
     model = load_model(path, adapter=adapter, merge=True)  # adapters folded in: the engine runs a plain model
     folder = Path(adapter or path)
@@ -87,7 +88,7 @@ class ModelRegistry:
         """Serve a model folder (optionally with a LoRA adapter merged in) as `name` (default: the
         adapter's or the model's folder name). Checks the folder now; loads on first use unless
         `lazy=False`. Returns the name."""
-        from ..checkpoint import adapter_base, check_model_folder, is_adapter
+        from .checkpoint import adapter_base, check_model_folder, is_adapter
 
         path = Path(path)
         base = Path(adapter_base(path)) if adapter is None and is_adapter(path) else path
