@@ -5,6 +5,7 @@ module-level state."""
 from __future__ import annotations
 
 import functools
+import math
 import re
 import traceback
 from dataclasses import dataclass, field
@@ -122,3 +123,16 @@ def shown(value, limit: int = 40) -> str:
     """A value a visitor sent, as an error message quotes it: its repr, cut to `limit` characters."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+def form_number(value, what: str, low: float, high: float, whole: bool = False) -> float | int:
+    """A number typed on the page (an emptied box arrives as None, an API caller may send text), in
+    [low, high], a whole number when `whole`; WorkspaceError naming the field otherwise."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not (low <= number <= high) or (whole and number != math.floor(number)):  # NaN fails too
+        kind = "a whole number" if whole else "a number"
+        raise WorkspaceError(f"{what} must be {kind} between {low:g} and {high:g} (got {value!r})")
+    return int(number) if whole else number

@@ -46,11 +46,6 @@ def inspect_files(files: list[str], config: DataConfig, counting_tokenizer: str 
     return stats, spelled
 
 
-def corpus_stats(files: list[str], config: DataConfig) -> Stats:
-    """The stats a saved corpus keeps (read again, or from the cache of the inspection)."""
-    return inspect_corpus(files, config)
-
-
 def train_corpus_tokenizer(files: list[str], vocab_size: int, out_dir: str, text_field: str | None):
     """A tokenizer trained on the corpus, saved in `out_dir`; its report (size, chars/token, seconds)."""
     from minimind.tokenizer import train_tokenizer

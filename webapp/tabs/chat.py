@@ -4,15 +4,13 @@ classifier": the label probabilities of typed text by a classifier run, or by tw
 
 from __future__ import annotations
 
-import math
-
 import gradio as gr
 
 from minimind.errors import SamplingError
 from minimind.generation import SamplingParams, chat
 
 from .. import classifiers
-from ..context import AppContext, shown, user_errors, user_errors_gen
+from ..context import AppContext, user_errors, user_errors_gen
 from ..i18n import t, tr
 
 
@@ -46,17 +44,13 @@ def _messages(history: list[dict], system: str) -> list[dict]:
 
 
 def _params(temperature, top_p, top_k, max_new, repetition) -> SamplingParams:
-    """The sliders' values as sampling parameters (SamplingParams checks their ranges); an emptied or
-    non-numeric value (from the API) is a SamplingError naming it."""
-    given = {"temperature": temperature, "top_p": top_p, "top_k": top_k, "max_new_tokens": max_new,
-             "repetition_penalty": repetition}
-    for name, value in given.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise SamplingError(f"{name} must be a number (got {shown(value)})")
-        if name in ("top_k", "max_new_tokens") and value != int(value):
-            raise SamplingError(f"{name} must be a whole number (got {shown(value)})")
-    return SamplingParams(temperature=float(temperature), top_p=float(top_p), top_k=int(top_k),
-                          max_new_tokens=int(max_new), repetition_penalty=float(repetition))
+    """The sliders' values as sampling parameters; SamplingParams checks them, an emptied or
+    non-numeric value from the API included (a slider may send a whole number as 40.0)."""
+    def whole(value):
+        return int(value) if isinstance(value, float) and value.is_integer() else value
+
+    return SamplingParams(temperature=temperature, top_p=top_p, top_k=whole(top_k), max_new_tokens=whole(max_new),
+                          repetition_penalty=repetition)
 
 
 def _answer(ctx: AppContext, model_id: str, history: list[dict], system: str, params: SamplingParams):

@@ -10,7 +10,7 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from minimind.data import DataConfig
+from minimind.data import DataConfig, inspect_corpus
 from minimind.data.config import KINDS
 from minimind.data.kinds import PARAM_FIELDS
 from minimind.data.stats import pair_sample, unit
@@ -18,7 +18,7 @@ from minimind.errors import CorpusError
 
 from .. import work
 from ..bounded import WorkLimitError
-from ..context import SAMPLES, SAMPLES_DIR, AppContext, shown, user_errors, without_paths
+from ..context import SAMPLES, SAMPLES_DIR, AppContext, form_number, shown, user_errors, without_paths
 from ..i18n import headed, language, t, tr
 from ..workspace import ALLOWED_TYPES, WorkspaceError
 
@@ -196,17 +196,6 @@ def _samples(samples: list[str], kind: str | None = None) -> pd.DataFrame:
 MIN_VOCAB, MAX_VOCAB = 262, 65_536  # 256 bytes + special tokens + one merge; a small model's largest
 
 
-def _vocab_size(vocab) -> int:
-    try:
-        number = float(vocab)
-    except (TypeError, ValueError):
-        number = float("nan")
-    if not (MIN_VOCAB <= number <= MAX_VOCAB) or number != int(number):
-        raise WorkspaceError(f"the tokenizer's vocabulary must be a whole number between {MIN_VOCAB} and "
-                             f"{MAX_VOCAB:,} (got {shown(vocab)})")
-    return int(number)
-
-
 def save(ctx: AppContext, name, files, kind, text_field, split, strict, train_tok, vocab, label_field=None):
     """Save the inspected files as a named corpus (and train its tokenizer when asked). A labelled
     corpus keeps its label field and classes (the Train tab offers it the classification task).
@@ -216,10 +205,10 @@ def save(ctx: AppContext, name, files, kind, text_field, split, strict, train_to
         raise WorkspaceError("inspect a corpus first, then save it")
     if name is not None and not isinstance(name, str):
         raise WorkspaceError(f"the corpus name must be text (got {shown(name)})")
-    vocab_size = _vocab_size(vocab) if train_tok else 0
+    vocab_size = form_number(vocab, "the tokenizer's vocabulary", MIN_VOCAB, MAX_VOCAB, whole=True) if train_tok else 0
     folder, names = _in_one_folder(ctx, files)
     config = _data_config(ctx, folder, kind, text_field, split, strict, label_field)
-    stats = ctx.bounded.run(work.corpus_stats, names, config, what="reading the corpus")
+    stats = ctx.bounded.run(inspect_corpus, names, config, what="reading the corpus")  # the inspection's cache
     settings = {"kind": kind, "text_field": config.text_field, "split": split, "strict": bool(strict)}
     if config.label_field:
         settings["label_field"] = config.label_field
@@ -277,7 +266,7 @@ def build(ctx: AppContext) -> None:
     with gr.Row():
         name = gr.Textbox(label=t("corpus_name"), placeholder="my-corpus")
         train_tok = gr.Checkbox(value=False, label=t("train_tokenizer"))
-        vocab = gr.Number(value=6400, label=t("vocab"))  # no precision: odd values reach _vocab_size, which names them
+        vocab = gr.Number(value=6400, label=t("vocab"))  # no precision: odd values reach form_number, which names them
         save_btn = gr.Button(t("save_corpus"), elem_id="save-corpus-btn")
     saved_msg = gr.Markdown(elem_id="corpus-saved")
     saved = gr.Dataframe(value=lambda: headed(corpora_table(ctx)), label=t("saved_corpora"), interactive=False,

@@ -6,7 +6,6 @@ writes at each evaluation, as a table."""
 from __future__ import annotations
 
 import json
-import math
 import re
 
 import gradio as gr
@@ -16,6 +15,7 @@ from minimind.training import RunDir
 from minimind.training.config import GrpoSection
 from minimind.training.rewards import describe_rewards
 
+from ..context import form_number
 from ..i18n import t
 from ..workspace import WorkspaceError
 
@@ -85,25 +85,13 @@ def _reward_list(rewards) -> list:
     return rewards
 
 
-def _bounded(value, what: str, low: float, high: float, whole: bool = False) -> float | int:
-    """A number typed on the page, in [low, high] (a whole number when `whole`)."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = float("nan")
-    if not (low <= number <= high) or (whole and number != math.floor(number)):  # NaN fails too
-        kind = "a whole number" if whole else "a number"
-        raise WorkspaceError(f"{what} must be {kind} between {low:g} and {high:g} (got {value!r})")
-    return int(number) if whole else number
-
-
 def grpo_section(rewards, group_size, beta, max_new_tokens) -> dict:
     """The config's grpo section from the page's (or an API caller's) inputs; the rewards' names,
     weights and parameters are checked by the config's validation (build_rewards)."""
     return {"rewards": _reward_list(rewards),
-            "group_size": _bounded(group_size, "group size", *BOUNDS["group_size"], whole=True),
-            "max_new_tokens": _bounded(max_new_tokens, "max new tokens", *BOUNDS["max_new_tokens"], whole=True),
-            "beta": _bounded(beta, "KL beta", *BOUNDS["beta"])}
+            "group_size": form_number(group_size, "group size", *BOUNDS["group_size"], whole=True),
+            "max_new_tokens": form_number(max_new_tokens, "max new tokens", *BOUNDS["max_new_tokens"], whole=True),
+            "beta": form_number(beta, "KL beta", *BOUNDS["beta"])}
 
 
 # ---- the run folder -> the page --------------------------------------------------------------
