@@ -140,10 +140,9 @@ def _run_one(name: str, quick: bool, tiny: bool, threads: int, timeout: int, dev
 
 def run_suite(names: list[str], quick: bool, tiny: bool, threads: int, timeout: int, out_dir: Path,
               command: str, device: str = "cpu") -> list[dict]:
-    """Run `names` one after another, then write RESULTS.md and results.json in `out_dir`,
-    keeping earlier results of benchmarks not run now."""
-    from benchmarks import _report
-
+    """Run `names` one after another, writing RESULTS.md and results.json in `out_dir` after
+    each one (a suite stopped half-way keeps what it measured), with earlier results of
+    benchmarks not run now kept."""
     descriptions = discover()
     load_before = os.getloadavg()
     start = time.perf_counter()
@@ -155,15 +154,21 @@ def run_suite(names: list[str], quick: bool, tiny: bool, threads: int, timeout: 
         record["description"] = descriptions[name]
         records.append(record)
         print(f"== {name}: {record['status']} in {record['wall_s']:.0f} s", flush=True)
-    doc = {"generated": time.strftime("%Y-%m-%d %H:%M %Z"), "command": command,
-           "wall_s": time.perf_counter() - start,
+        _write(out_dir, records, list(descriptions), command, time.perf_counter() - start, threads, load_before)
+    return records
+
+
+def _write(out_dir: Path, records: list[dict], order: list[str], command: str, wall_s: float,
+           threads: int, load_before) -> None:
+    from benchmarks import _report
+
+    doc = {"generated": time.strftime("%Y-%m-%d %H:%M %Z"), "command": command, "wall_s": wall_s,
            "machine": _report.machine(threads, load_before, os.getloadavg())}
     out_dir.mkdir(parents=True, exist_ok=True)
-    doc["benchmarks"] = _merge(out_dir / "results.json", records, list(descriptions))
+    doc["benchmarks"] = _merge(out_dir / "results.json", records, order)
     (out_dir / "results.json").write_text(json.dumps(doc, indent=1, default=_jsonable, ensure_ascii=False),
                                           encoding="utf-8")
     (out_dir / "RESULTS.md").write_text(_report.render(doc, out_dir), encoding="utf-8")
-    return records
 
 
 def _merge(previous: Path, records: list[dict], order: list[str]) -> list[dict]:
