@@ -1,12 +1,14 @@
 """RESULTS.md from the suite's records: the machine, a summary table, a section per
-benchmark (its table and summary, or why it failed), the hand-written analysis in
-NOTES.md, and the GPU section (or a note that it is pending)."""
+benchmark (its table and summary, or why it failed) with links to the studies of it in
+NOTES.md, and the GPU section (or a note that it is pending). The analysis stays in
+NOTES.md, a dated log, so the tables are not buried under it and it is written once."""
 
 from __future__ import annotations
 
 import json
 import os
 import platform
+import re
 import subprocess
 from importlib import metadata
 from pathlib import Path
@@ -75,11 +77,14 @@ def _headline(record: dict) -> str:
     return "; ".join(f"{k}: {fmt(summary[k])}" for k in keys)
 
 
-def _section(record: dict) -> str:
+def _section(record: dict, notes: dict[str, list[tuple[str, str]]] | None = None) -> str:
     size = "tiny" if record.get("tiny") else "quick" if record.get("quick") else "full"
     lines = [f"## {record['name']}", "", f"{record.get('description', '')}. Measured {record.get('measured')} "
              f"({size} settings, commit {record.get('commit', 'not recorded')}, PyTorch threads: "
              f"{record.get('threads', '?')}, {record.get('wall_s', 0):.0f} s).", ""]
+    studies = (notes or {}).get(record["name"], [])
+    if studies:
+        lines += ["Studies: " + "; ".join(f"[{title}](NOTES.md#{slug})" for title, slug in studies) + ".", ""]
     if record["status"] != "ok":
         lines += [f"**{record['status']}**: {record.get('error', '')}", "", "```",
                   (record.get("traceback") or record.get("output_tail") or "").strip(), "```"]
@@ -89,6 +94,24 @@ def _section(record: dict) -> str:
     if summary:
         lines += [table([{"summary": k, "value": v} for k, v in summary.items()])]
     return "\n".join(lines)
+
+
+STUDY = re.compile(r"^## (\d{4}-\d{2}-\d{2}) · ([^:]+): (.+)$")
+
+
+def note_links(text: str) -> dict[str, list[tuple[str, str]]]:
+    """Benchmark name -> (heading, GitHub anchor) of each NOTES.md study headed
+    `## YYYY-MM-DD · name[, name]: title`."""
+    links: dict[str, list[tuple[str, str]]] = {}
+    for line in text.splitlines():
+        match = STUDY.match(line.strip())
+        if not match:
+            continue
+        heading = line.strip()[3:]
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        for name in match.group(2).split(","):
+            links.setdefault(name.strip(), []).append((f"{match.group(1)}: {match.group(3)}", slug))
+    return links
 
 
 def _gpu_section(out_dir: Path) -> str:
@@ -108,20 +131,21 @@ def _gpu_section(out_dir: Path) -> str:
 
 def render(doc: dict, out_dir: Path) -> str:
     minutes, seconds = divmod(int(doc["wall_s"]), 60)
+    notes_file = HERE / "NOTES.md"
+    notes = note_links(notes_file.read_text(encoding="utf-8")) if notes_file.is_file() else {}
     parts = [
         "# Benchmark results", "",
-        f"Written by `{doc['command']}` on {doc['generated']}; this run took {minutes} min {seconds} s. "
-        "Each benchmark runs our code and its reference in the same process, alternating them after a "
-        "warm-up, and reports medians: read the ratios; absolute figures move with the machine's load.", "",
+        (f"Written by `{doc['command']}` on {doc['generated']}; this run took {minutes} min {seconds} s. "
+         "Each benchmark runs our code and its reference in the same process, alternating them after a "
+         "warm-up, and reports medians: read the ratios; absolute figures move with the machine's load. "
+         "What the figures mean, and the studies behind them, are in [NOTES.md](NOTES.md), a dated log."), "",
         "## Machine", "", table([{"": k, " ": v} for k, v in doc["machine"].items()]), "",
         "## Summary", "",
-        table([{"benchmark": r["name"], "status": r["status"], "measured": r.get("measured", ""),
-                "seconds": r.get("wall_s", 0.0), "headline": _headline(r)} for r in doc["benchmarks"]]), "",
+        table([{"benchmark": r["name"], "status": r["status"], "commit": r.get("commit", "not recorded"),
+                "measured": r.get("measured", ""), "seconds": r.get("wall_s", 0.0), "headline": _headline(r)}
+               for r in doc["benchmarks"]]), "",
     ]
-    parts += [_section(r) + "\n" for r in doc["benchmarks"]]
-    notes = HERE / "NOTES.md"
-    if notes.is_file() and out_dir.resolve() == HERE:
-        parts += [notes.read_text(encoding="utf-8").strip(), ""]
+    parts += [_section(r, notes) + "\n" for r in doc["benchmarks"]]
     if out_dir.resolve() != (HERE / "gpu").resolve():
         parts += [_gpu_section(out_dir), ""]
     return "\n".join(parts)

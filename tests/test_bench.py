@@ -2,6 +2,7 @@
 suite cannot rot; a benchmark that fails becomes a row of the report, not a crash."""
 
 import json
+from pathlib import Path
 
 from minimind.cli import main
 
@@ -30,6 +31,27 @@ def test_a_failing_benchmark_is_reported_not_raised(tmp_path):
            "benchmarks": [record]}
     report = _report.render(doc, tmp_path)
     assert "| no_such_benchmark | failed |" in report and "ModuleNotFoundError" in report
+
+
+def test_results_link_each_benchmark_to_its_dated_studies_in_the_notes():
+    """RESULTS.md holds tables only; each benchmark's section links to the NOTES.md studies whose
+    heading names it, by the anchor GitHub gives that heading, and the notes are not copied in."""
+    from benchmarks import _report
+
+    notes = ("# Notes\n\n## 2026-11-30 · train_throughput, step_profile: what bounds a step\ntext\n"
+             "## 2026-12-01 · general: the machine\n### 2026-12-02 · dpo: not a study heading\n")
+    links = _report.note_links(notes)
+    assert links["train_throughput"] == [("2026-11-30: what bounds a step",
+                                          "2026-11-30--train_throughput-step_profile-what-bounds-a-step")]
+    assert links["step_profile"] == links["train_throughput"] and "dpo" not in links and "general" in links
+    record = {"name": "step_profile", "status": "ok", "rows": [{"a": 1}], "commit": "abc1234"}
+    section = _report._section(record, links)
+    assert "[2026-11-30: what bounds a step](NOTES.md#2026-11-30--train_throughput-step_profile" in section
+    assert "Studies:" not in _report._section({**record, "name": "dpo"}, links)
+    doc = {"generated": "now", "command": "test", "wall_s": 1.0, "machine": {"cpu": "test"}, "benchmarks": [record]}
+    report = _report.render(doc, Path(_report.HERE))
+    assert "| step_profile | ok | abc1234 |" in report
+    assert max((Path(_report.HERE) / "NOTES.md").read_text(encoding="utf-8").splitlines(), key=len) not in report
 
 
 def test_only_names_known_benchmarks(capsys):
