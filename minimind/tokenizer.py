@@ -26,7 +26,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from .inference.utf8 import bytes_to_unicode, is_utf8
+from .byte_level import bytes_to_unicode, is_utf8
 
 PAD, BOS, EOS = "<|pad|>", "<|startoftext|>", "<|endoftext|>"
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .byte_level import fallback_characters, token_bytes
+from .data.tokens import encode, pieces
 from .errors import ConfigError
 
 MIN_COUNT = 3          # a character must occur this often in the corpus to become a token
@@ -68,9 +70,6 @@ def coverage(tokenizer, texts: Iterable[str], batch_chars: int = 1 << 18, max_ch
     for, with their counts. Texts are encoded about `batch_chars` characters at a time, a long one
     in pieces cut where the tokenizer splits anyway (minimind.data.tokens.pieces), so memory stays
     bounded whatever the corpus (one 20 MB line included)."""
-    from .data.tokens import encode, pieces
-    from .inference.utf8 import fallback_characters, token_bytes
-
     table = token_bytes(tokenizer) or []
     counts: Counter = Counter()
     chars = tokens = fallback = 0

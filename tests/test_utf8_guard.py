@@ -8,7 +8,8 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
 from minimind.checkpoint import load_tokenizer_for
-from minimind.inference.utf8 import Utf8Guard, bytes_to_unicode
+from minimind.byte_level import bytes_to_unicode
+from minimind.inference.utf8 import Utf8Guard
 from minimind.tokenizer import IM_END
 from helpers import ROOT
 

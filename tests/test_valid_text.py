@@ -15,7 +15,7 @@ import pytest
 from minimind.checkpoint import load_model, load_tokenizer_for
 from minimind.generation import SamplingParams, chat, encode_chat
 from minimind.inference import Sampler, engine_for, guard_for
-from minimind.inference.utf8 import bytes_to_unicode
+from minimind.byte_level import bytes_to_unicode
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = {"minimind-tang": "heldout_sample.jsonl", "minimind-shakespeare": "heldout_sample.txt"}

@@ -70,7 +70,8 @@ def test_added_characters_are_whole_in_any_context_and_old_text_keeps_its_ids(to
 
 
 def test_the_utf8_guard_lets_a_model_write_added_characters(tokenizer):
-    from minimind.inference.utf8 import Utf8Guard, token_bytes
+    from minimind.byte_level import token_bytes
+    from minimind.inference.utf8 import Utf8Guard
 
     extended = _fresh(tokenizer)
     ids = extend_tokenizer(extended, list(SIMPLIFIED))

@@ -22,139 +22,13 @@ Usage in a sampling loop:
 
 from __future__ import annotations
 
-import json
-from typing import NamedTuple
-
 import torch
 
-__all__ = ["State", "Utf8Guard", "bytes_to_unicode", "token_bytes"]
+from ..byte_level import COMPLETE, MAX_NEED, State, state_after, token_table
 
-
-class State(NamedTuple):
-    """Where the byte stream stands: `need` continuation bytes still missing and
-    the range [lo, hi] the next one must fall in (only the byte after E0, ED, F0
-    or F4 is narrower than 80..BF). Treat it as opaque; it is hashable and there
-    are only 8 of them."""
-
-    need: int
-    lo: int
-    hi: int
-
-
-COMPLETE = State(0, 0, 0)
-_CONT = (0x80, 0xBF)
-_MAX_NEED = 3  # a 4-byte character after its lead byte
 _UNSET = object()
 
-
-def _lead(byte: int) -> State | None:
-    """The state after `byte` when no character is pending (None: byte cannot start one)."""
-    if byte < 0x80:
-        return COMPLETE
-    if 0xC2 <= byte <= 0xDF:
-        return State(1, *_CONT)
-    if byte == 0xE0:
-        return State(2, 0xA0, 0xBF)  # no overlong 3-byte forms
-    if byte == 0xED:
-        return State(2, 0x80, 0x9F)  # no surrogates U+D800..U+DFFF
-    if 0xE1 <= byte <= 0xEF:
-        return State(2, *_CONT)
-    if byte == 0xF0:
-        return State(3, 0x90, 0xBF)  # no overlong 4-byte forms
-    if byte == 0xF4:
-        return State(3, 0x80, 0x8F)  # nothing above U+10FFFF
-    if 0xF1 <= byte <= 0xF3:
-        return State(3, *_CONT)
-    return None  # 80..BF (stray continuation), C0, C1 (overlong), F5..FF (never in UTF-8)
-
-
-def _step(state: State, byte: int) -> State | None:
-    if state.need == 0:
-        return _lead(byte)
-    if not state.lo <= byte <= state.hi:
-        return None
-    return COMPLETE if state.need == 1 else State(state.need - 1, *_CONT)
-
-
-def _run(state: State, data: bytes) -> State | None:
-    """The state after appending `data`, or None when no valid UTF-8 can follow."""
-    if not data:
-        return None  # a token with no bytes carries no text: never sampled
-    for byte in data:
-        state = _step(state, byte)
-        if state is None:
-            return None
-    return state
-
-
-def bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte -> printable character table that ByteLevel pre-tokenizers use:
-    the printable Latin-1 bytes stand for themselves, the others for 256, 257, ... in order."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    table, extra = {}, 0
-    for byte in range(256):
-        if byte in printable:
-            table[byte] = chr(byte)
-        else:
-            table[byte] = chr(256 + extra)
-            extra += 1
-    return table
-
-
-def token_bytes(tokenizer) -> list[bytes | None] | None:
-    """The bytes each token id stands for (None for special tokens and for strings outside the
-    byte alphabet); None when the tokenizer is not byte-level."""
-    found = _token_table(tokenizer)
-    return None if found is None else found[0]
-
-
-def _token_table(tokenizer, size: int | None = None) -> tuple[list[bytes | None], set[int]] | None:
-    """(bytes of ids 0..size-1, special ids), or None for a tokenizer that is not byte-level."""
-    backend = _backend(tokenizer)
-    if backend is None or not _is_byte_level(backend):
-        return None
-    added = backend.get_added_tokens_decoder()
-    special = {i for i, token in added.items() if token.special}
-    special.update(getattr(tokenizer, "all_special_ids", None) or [])
-    # a non-special added token (e.g. a character added by minimind.vocabulary) is cut out of
-    # the text before byte-level BPE and decodes to its own text: its bytes are that text's UTF-8
-    plain = {i: token.content.encode("utf-8") for i, token in added.items() if i not in special}
-    to_byte = {char: byte for byte, char in bytes_to_unicode().items()}
-    known = backend.get_vocab_size(with_added_tokens=True)
-    table: list[bytes | None] = []
-    for i in range(known if size is None else min(size, known)):
-        if i in plain:
-            table.append(plain[i])
-            continue
-        text = None if i in special else backend.id_to_token(i)
-        try:
-            table.append(bytes(to_byte[ch] for ch in text) if text else None)
-        except KeyError:
-            # A vocabulary string outside the 256-symbol byte alphabet: we cannot say which
-            # bytes it writes, so it is never allowed.
-            table.append(None)
-    return table, special
-
-
-def _backend(tokenizer):
-    """The `tokenizers.Tokenizer` behind a fast HF tokenizer (or the tokenizer itself)."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is None and hasattr(tokenizer, "to_str") and hasattr(tokenizer, "id_to_token"):
-        backend = tokenizer
-    return backend
-
-
-def _is_byte_level(backend) -> bool:
-    """True when the decoder is ByteLevel (alone or the only step of a Sequence): only then
-    does every vocabulary string stand for bytes through the GPT-2 table."""
-    try:
-        decoder = json.loads(backend.to_str()).get("decoder") or {}
-    except (ValueError, AttributeError):
-        return False
-    if decoder.get("type") == "Sequence":
-        steps = decoder.get("decoders") or []
-        return len(steps) == 1 and steps[0].get("type") == "ByteLevel"
-    return decoder.get("type") == "ByteLevel"
+__all__ = ["Utf8Guard"]
 
 
 class Utf8Guard:
@@ -180,14 +54,14 @@ class Utf8Guard:
         self._masks: dict[State, list] = {}  # state -> mask per budget 0..3 (_UNSET until built)
         self.start = COMPLETE
         # The common case (nothing pending, budget >= 4) is looked up with no dict work.
-        self._start_mask = self._mask(COMPLETE, _MAX_NEED)
+        self._start_mask = self._mask(COMPLETE, MAX_NEED)
 
     @classmethod
     def for_tokenizer(cls, tokenizer, vocab_size: int, *, device: torch.device | str = "cpu") -> "Utf8Guard | None":
         """None when the tokenizer is not byte-level (then no guard applies): only a
         ByteLevel decoder tells us which bytes each token stands for. `vocab_size` is the
         model's (embedding rows); rows beyond the tokenizer's vocabulary are never allowed."""
-        found = _token_table(tokenizer, vocab_size)
+        found = token_table(tokenizer, vocab_size)
         if found is None:
             return None  # slow (Python) tokenizers and non-byte-level models: no guard
         table, special = found
@@ -217,9 +91,9 @@ class Utf8Guard:
         pending needs at most `remaining - 1` more bytes (every byte is a token, so that many
         tokens can finish it). `remaining < 1` is treated as 1 (finish now, if possible).
         """
-        if remaining > _MAX_NEED and state is COMPLETE:
+        if remaining > MAX_NEED and state is COMPLETE:
             return self._start_mask
-        budget = min(max(remaining - 1, 0), _MAX_NEED)
+        budget = min(max(remaining - 1, 0), MAX_NEED)
         masks = self._masks.get(state)
         if masks is None or masks[budget] is _UNSET:
             return self._mask(state, budget)
@@ -232,7 +106,7 @@ class Utf8Guard:
             need_after = self._need_after[state]
         mask = (need_after >= 0) & (need_after <= budget)
         result = None if bool(mask.all()) else mask.to(self.device)
-        self._masks.setdefault(state, [_UNSET] * (_MAX_NEED + 1))[budget] = result
+        self._masks.setdefault(state, [_UNSET] * (MAX_NEED + 1))[budget] = result
         return result
 
     def _build(self, state: State) -> None:
@@ -242,34 +116,9 @@ class Utf8Guard:
             if i in self._special:
                 table.append(state if state.need == 0 else None)
             else:
-                table.append(None if data is None else _run(state, data))
+                table.append(None if data is None else state_after(state, data))
         need = torch.tensor([-1 if s is None else s.need for s in table], dtype=torch.int8)
         self._next[state] = table
         self._need_after[state] = need
 
 
-def is_utf8(data: bytes) -> bool:
-    """Whether `data` is whole UTF-8 on its own."""
-    try:
-        data.decode("utf-8")
-        return True
-    except UnicodeDecodeError:
-        return False
-
-
-def fallback_characters(ids: list[int], table: list) -> int:
-    """Characters of an encoded text that no single token holds whole (`table`: token_bytes): each
-    run of tokens that are not complete UTF-8 on their own is decoded and its characters counted."""
-    count, run = 0, b""
-    for index in ids:
-        piece = table[index] if index < len(table) else None
-        whole = piece is None or is_utf8(piece)
-        if not whole:
-            run += piece
-            continue
-        if run:
-            count += len(run.decode("utf-8", errors="replace"))
-            run = b""
-    if run:
-        count += len(run.decode("utf-8", errors="replace"))
-    return count
