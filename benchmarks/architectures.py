@@ -79,7 +79,8 @@ def longer_windows(name: str, run: dict) -> dict:
 def decode_speed(checkpoint: str, prompt: str) -> float:
     """Greedy tokens per second through the engine (what chat and the API run), best of 3."""
     from minimind.checkpoint import load_model, load_tokenizer_for
-    from minimind.generation import SamplingParams, complete
+    from minimind.generation import complete
+    from minimind.sampling_params import SamplingParams
 
     model, tokenizer = load_model(checkpoint), load_tokenizer_for(checkpoint)
     params = SamplingParams(temperature=0.0, max_new_tokens=DECODE_TOKENS, stop=())

@@ -95,7 +95,7 @@ def _small(quick: bool):
 
 
 def _chat_prompt(tokenizer, name: str) -> list[int]:
-    from minimind.generation import encode_chat
+    from minimind.chat_format import encode_chat
 
     question = "以《春夜》为题写一首五言绝句" if "tang" in name else "Tell me of the king, and of the sea."
     return encode_chat(tokenizer, [{"role": "user", "content": question}])

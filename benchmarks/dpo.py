@@ -64,7 +64,8 @@ def requested(messages: list[dict]) -> str | None:
 
 
 def form_share(model, tokenizer, requests: list[list[dict]]) -> tuple[float, int]:
-    from minimind.generation import SamplingParams, chat
+    from minimind.generation import chat
+    from minimind.sampling_params import SamplingParams
     from scripts.make_tang_chat import form_of
 
     hits = total = 0

@@ -57,7 +57,8 @@ def held_out_prompts(limit: int | None = None) -> list[dict]:
 def answer_all(model, tokenizer, prompts: list[dict]) -> list[tuple[dict, str]]:
     """ANSWERS_PER_PROMPT answers to each prompt through the chat path; the requests run
     concurrently, so the engine batches them as it batches a server's."""
-    from minimind.generation import SamplingParams, chat
+    from minimind.generation import chat
+    from minimind.sampling_params import SamplingParams
 
     defaults = SamplingParams.from_model(START)
 
@@ -108,7 +109,7 @@ def rollout_speed(model, tokenizer, prompts: list[dict]) -> dict:
     """Tokens/s of GRPO's rollouts: the batched engine vs transformers' generate, one answer at a time."""
     import torch
 
-    from minimind.generation import encode_chat
+    from minimind.chat_format import encode_chat
     from minimind.training.objectives.rollouts import RolloutPolicy
 
     policy = RolloutPolicy(model, tokenizer)

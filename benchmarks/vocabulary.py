@@ -58,7 +58,8 @@ def simplified_only(tang_characters: set[str], text: str) -> float:
 
 def measure(model, tokenizer, label: str, tang_characters: set[str], extra: dict) -> dict:
     from minimind.evaluate import evaluate_documents
-    from minimind.generation import SamplingParams, chat
+    from minimind.generation import chat
+    from minimind.sampling_params import SamplingParams
     from minimind.vocabulary import coverage
 
     texts = heldout_texts()

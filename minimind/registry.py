@@ -32,7 +32,7 @@ class LoadedModel:
     tokenizer: object                          # its tokenizer (chat template inside)
     engine: Engine                             # its decode thread and prepared weights
     folder: Path                               # the folder (or adapter folder) it came from
-    sampling: object = None                    # its saved sampling defaults (generation.SamplingParams)
+    sampling: object = None                    # its saved sampling defaults (sampling_params.SamplingParams)
 
     def memory_bytes(self) -> int:
         return self.engine.weights.memory_bytes()
@@ -62,7 +62,7 @@ def budget_from_env() -> int:
 def _load_folder(path: str | Path, adapter: str | Path | None, max_batch: int) -> LoadedModel:
     from .checkpoint import load_model, load_tokenizer_for
 
-    from .generation import SamplingParams
+    from .sampling_params import SamplingParams
 
     model = load_model(path, adapter=adapter, merge=True)  # adapters folded in: the engine runs a plain model
     folder = Path(adapter or path)

@@ -29,7 +29,8 @@ import yaml
 from minimind.checkpoint import load_model, load_tokenizer_for
 from minimind.data import DataConfig, iter_texts
 from minimind.evaluate import evaluate_documents
-from minimind.generation import SamplingParams, chat, complete
+from minimind.generation import chat, complete
+from minimind.sampling_params import SamplingParams
 from minimind.training import RunDir
 from scripts.corpora import TANG, tang_records, tang_split
 from minimind.training.rewards.poems import form_of, rhymes

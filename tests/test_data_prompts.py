@@ -14,7 +14,7 @@ import pytest
 from minimind.data import (PROMPT_COLUMNS, PROMPT_ROOM, DataConfig, Stats, inspect_corpus, iter_texts,
                            prepare_corpus, read_documents, split_indices)
 from minimind.errors import ConfigError, CorpusError
-from minimind.generation import encode_chat
+from minimind.chat_format import encode_chat
 from minimind.tokenizer import load_tokenizer
 from minimind.training.batches import BatchStream, collate, eval_batches
 from helpers import ROOT

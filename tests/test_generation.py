@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 from minimind import MiniMindForCausalLM
 from minimind.errors import SamplingError
 from minimind.inference import Sampler, engine_for, guard_for
-from minimind.generation import (Generation, SamplingParams, TextStream, chat, complete, encode_chat,
-                                 fit_messages)
+from minimind.chat_format import encode_chat, fit_messages
+from minimind.generation import Generation, TextStream, chat, complete
+from minimind.sampling_params import SamplingParams
 
 from helpers import SAMPLE_TEXTS, tiny_config
 
@@ -278,10 +279,10 @@ def test_a_long_history_is_fitted_with_few_tokenizations(tokenizer, monkeypatch)
     thousands); turns too long to fit go untokenized and a binary search does the rest."""
     import random
 
-    import minimind.generation as generation
+    import minimind.chat_format as chat_format
 
     def linear(messages, budget):  # the obvious algorithm, as the reference
-        system, turns = generation._turns(messages)
+        system, turns = chat_format._turns(messages)
         for dropped in range(len(turns)):
             ids = encode_chat(tokenizer, system + [m for t in turns[dropped:] for m in t])
             if len(ids) <= budget or dropped == len(turns) - 1:
@@ -297,8 +298,8 @@ def test_a_long_history_is_fitted_with_few_tokenizations(tokenizer, monkeypatch)
             assert fit_messages(tokenizer, messages, budget) == linear(messages, budget), (n, budget)
 
     calls = []
-    real = generation.encode_chat
-    monkeypatch.setattr(generation, "encode_chat", lambda *a: calls.append(1) or real(*a))
+    real = chat_format.encode_chat
+    monkeypatch.setattr(chat_format, "encode_chat", lambda *a: calls.append(1) or real(*a))
     flood = [{"role": "user" if i % 2 == 0 else "assistant", "content": "春眠不覺曉"} for i in range(20_001)]
     ids, dropped = fit_messages(tokenizer, flood, 192)
     assert len(ids) <= 192 and dropped > 9_000 and len(calls) <= 12

@@ -17,7 +17,8 @@ from minimind.cli import build_parser, main
 from minimind.commands import chat as chat_command
 from minimind.commands.serve import parse_adapters
 from minimind.errors import ConfigError
-from minimind.generation import SamplingParams, chat
+from minimind.generation import chat
+from minimind.sampling_params import SamplingParams
 from minimind.tokenizer import save_tokenizer
 
 from helpers import tiny_config

@@ -9,7 +9,8 @@ import torch
 
 from minimind import MiniMindForCausalLM
 from minimind.errors import CheckpointError
-from minimind.generation import SamplingParams, chat
+from minimind.generation import chat
+from minimind.sampling_params import SamplingParams
 from minimind.registry import ModelRegistry
 from minimind.tokenizer import save_tokenizer
 

@@ -10,7 +10,8 @@ from minimind import MiniMindLSTMConfig, MiniMindLSTMForCausalLM
 from minimind.checkpoint import load_model
 from minimind.errors import ConfigError, ExportError
 from minimind.export import FORMATS, export
-from minimind.generation import SamplingParams, chat, complete
+from minimind.generation import chat, complete
+from minimind.sampling_params import SamplingParams
 from minimind.inference import Engine, Sampler
 from minimind.lstm import LSTM_PRESETS, LSTMState
 from minimind.tokenizer import save_tokenizer

@@ -16,7 +16,9 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from minimind import MiniMindForCausalLM
-from minimind.generation import SamplingParams, chat, encode_chat
+from minimind.chat_format import encode_chat
+from minimind.generation import chat
+from minimind.sampling_params import SamplingParams
 from minimind.serving import ModelRegistry, create_app
 from minimind.tokenizer import save_tokenizer
 

@@ -13,7 +13,8 @@ import minimind  # noqa: F401  (registers the model type)
 from minimind.checkpoint import load_tokenizer_for
 from minimind.data import DataConfig, iter_texts
 from minimind.evaluate import evaluate_documents
-from minimind.generation import SamplingParams, chat, complete
+from minimind.generation import chat, complete
+from minimind.sampling_params import SamplingParams
 from scripts.corpora import tang_split, write_shakespeare_split
 from scripts.finalize import EVAL_CONTEXT, sample_documents
 from helpers import ROOT, shared_corpus

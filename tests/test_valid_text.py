@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from minimind.checkpoint import load_model, load_tokenizer_for
-from minimind.generation import SamplingParams, chat, encode_chat
+from minimind.chat_format import encode_chat
+from minimind.generation import chat
+from minimind.sampling_params import SamplingParams
 from minimind.inference import Sampler, engine_for, guard_for
 from minimind.byte_level import bytes_to_unicode
 

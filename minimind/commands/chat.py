@@ -114,7 +114,7 @@ def load(model_dir: str, adapter: str | None):
 
 
 def run(args, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
-    from ..generation import SamplingParams
+    from ..sampling_params import SamplingParams
 
     stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
     given = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import torch
 
+from ..sampling_params import SamplingParams
 from .utf8 import Utf8Guard
 
 
@@ -33,8 +34,9 @@ class Sampler:
         self.state = guard.start if guard is not None else None
 
     @classmethod
-    def from_params(cls, params, vocab_size: int, guard: Utf8Guard | None = None) -> "Sampler":
-        """From a generation.SamplingParams."""
+    def from_params(cls, params: SamplingParams, vocab_size: int, guard: Utf8Guard | None = None) -> Sampler:
+        """A request's sampler from its checked parameters (chat, the API and GRPO's rollouts all
+        build theirs here)."""
         return cls(vocab_size, params.temperature, params.top_k, params.top_p, params.repetition_penalty,
                    params.seed, guard)
 

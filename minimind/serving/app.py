@@ -24,8 +24,8 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
 from ..errors import MiniMindError, SamplingError
-from ..generation import (Generation, chat, check_length, complete, context_size, encode_chat,
-                          longest_token)
+from ..chat_format import check_length, context_size, encode_chat, longest_token
+from ..generation import Generation, chat, complete
 from ..registry import LoadedModel, ModelRegistry
 from .guards import DEFAULT_MAX_REQUEST_BYTES, BodyLimit, bearer_token, parse_json, same_secret
 from .throttle import LoginThrottle, retry_after, throttled_message

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import SamplingError
-from ..generation import SamplingParams
+from ..sampling_params import SamplingParams
 
 DEFAULT_CHAT_MAX_TOKENS = 512        # when a chat request names no max_tokens (capped by the context)
 DEFAULT_COMPLETION_MAX_TOKENS = 16   # OpenAI's default for /v1/completions

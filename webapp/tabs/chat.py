@@ -7,7 +7,8 @@ from __future__ import annotations
 import gradio as gr
 
 from minimind.errors import SamplingError
-from minimind.generation import SamplingParams, chat
+from minimind.generation import chat
+from minimind.sampling_params import SamplingParams
 
 from .. import classifiers
 from ..context import AppContext, user_errors, user_errors_gen

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ...generation import stop_token_ids
+from ...chat_format import stop_token_ids
 from ...inference import Sampler, engine_for, guard_for
 
 MAX_ROLLOUT_BATCH = 256  # sequences the engine decodes together
