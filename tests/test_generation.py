@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from minimind import MiniMindForCausalLM
 from minimind.errors import SamplingError
 from minimind.inference import Sampler, engine_for, guard_for
-from minimind.chat_format import encode_chat, fit_messages
+from minimind.chat_format import answer_room, encode_chat, fit_messages
 from minimind.generation import Generation, TextStream, chat, complete
 from minimind.sampling_params import SamplingParams
 
@@ -308,3 +308,27 @@ def test_a_long_history_is_fitted_with_few_tokenizations(tokenizer, monkeypatch)
     assert len(calls) <= 12  # refused by its length alone: not tokenized
 
 
+
+
+def test_answer_room_is_what_the_context_leaves_after_the_prompt_chat_and_complete_read(random_model, tokenizer):
+    """The API's default answer length: chat and complete accept exactly that room, one more
+    token does not fit (complete's prompt counts its end-of-text token)."""
+    messages = [{"role": "user", "content": "床前明月光，疑是地上霜。" * 8}]
+    used = len(encode_chat(tokenizer, messages))
+    room = answer_room(random_model, tokenizer, messages, 10_000)
+    assert room == 256 - used and answer_room(random_model, tokenizer, messages, 7) == 7
+    fitted = chat(random_model, tokenizer, messages, GREEDY.replace(max_new_tokens=room), truncate=False)
+    assert fitted.prompt_tokens == used
+    with pytest.raises(SamplingError, match="more than the model's context"):
+        chat(random_model, tokenizer, messages, GREEDY.replace(max_new_tokens=room + 1), truncate=False)
+
+    prompt = "To be, or not to be " * 5
+    room = answer_room(random_model, tokenizer, prompt, 10_000)
+    assert room == 256 - 1 - len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+    complete(random_model, tokenizer, prompt, GREEDY.replace(max_new_tokens=room))
+    with pytest.raises(SamplingError, match="prompt is"):
+        complete(random_model, tokenizer, prompt, GREEDY.replace(max_new_tokens=room + 1))
+
+    assert answer_room(random_model, tokenizer, "x" * 300, 10_000) == 1  # no room: chat/complete say why
+    with pytest.raises(SamplingError, match="characters"):  # refused by its length, before tokenizing
+        answer_room(random_model, tokenizer, [{"role": "user", "content": "床" * 1_000_000}], 10_000)

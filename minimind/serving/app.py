@@ -24,7 +24,7 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
 from ..errors import MiniMindError, SamplingError
-from ..chat_format import check_length, context_size, encode_chat, longest_token
+from ..chat_format import answer_room
 from ..generation import Generation, chat, complete
 from ..registry import LoadedModel, ModelRegistry
 from .guards import DEFAULT_MAX_REQUEST_BYTES, BodyLimit, bearer_token, parse_json, same_secret
@@ -196,13 +196,8 @@ def _start(loaded: LoadedModel, req: GenerationRequest, is_chat: bool) -> Genera
     try:
         params = loaded.sampling.replace(**req.sampling)
         if not req.max_tokens_given:  # a default answer length: whatever room the context leaves, capped
-            # (this tokenizes the prompt before chat/complete check it: bound it by its length first)
-            check_length(req.messages if is_chat else [{"content": req.prompt}], context_size(model),
-                         longest_token(tokenizer), "conversation" if is_chat else "prompt",
-                         "messages" if is_chat else "prompt")
-            used = len(encode_chat(tokenizer, req.messages)) if is_chat else \
-                len(tokenizer(req.prompt, add_special_tokens=False)["input_ids"]) + 1
-            params = params.replace(max_new_tokens=max(1, min(params.max_new_tokens, context_size(model) - used)))
+            room = answer_room(model, tokenizer, req.messages if is_chat else req.prompt, params.max_new_tokens)
+            params = params.replace(max_new_tokens=room)
         if is_chat:
             return chat(model, tokenizer, req.messages, params, truncate=False, engine=engine)
         return complete(model, tokenizer, req.prompt, params, engine=engine)
