@@ -13,14 +13,24 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import nn
 
-from ...chat_format import stop_token_ids
+from ...chat_format import context_size, stop_token_ids
 from ...inference import Sampler, engine_for, guard_for
+from ...sampling_params import SamplingParams
 
 MAX_ROLLOUT_BATCH = 256  # sequences the engine decodes together
+
+
+@dataclass(frozen=True)
+class RolloutSampling(SamplingParams):
+    """SamplingParams with the temperature bound of GRPO's config (grpo.temperature in (0, 10]):
+    rollouts may sample hotter than a chat does, to explore."""
+
+    max_temperature: ClassVar[float] = 10.0
 
 
 @dataclass
@@ -42,7 +52,7 @@ class RolloutPolicy:
         self.model = _copy(inner).eval().requires_grad_(False)
         self.tokenizer = tokenizer
         self.stop_ids = stop_token_ids(self.model, tokenizer, chat_mode=True)
-        self.context = int(getattr(self.model.config, "max_position_embeddings", 2048))
+        self.context = context_size(self.model)
 
     @torch.no_grad()
     def sync(self, trained: nn.Module) -> None:
@@ -64,12 +74,14 @@ class RolloutPolicy:
         engine = engine_for(self.model, max_batch=MAX_ROLLOUT_BATCH)
         engine.max_batch = max(engine.max_batch, min(len(prompts), MAX_ROLLOUT_BATCH))
         guard = guard_for(self.tokenizer, engine.vocab_size)
+        sampling = RolloutSampling(temperature=temperature, top_k=top_k, top_p=top_p, repetition_penalty=1.0)
         start = time.perf_counter()
         streams = []
         for prompt, seed in zip(prompts, seeds):
             room = max(1, min(max_new_tokens, self.context - len(prompt) - 1))
-            sampler = Sampler(engine.vocab_size, temperature, top_k, top_p, 1.0, seed=seed, guard=guard)
-            streams.append(engine.submit(prompt, sampler, room, self.stop_ids))
+            params = sampling.replace(seed=seed, max_new_tokens=room)
+            sampler = Sampler.from_params(params, engine.vocab_size, guard)
+            streams.append(engine.submit(prompt, sampler, params.max_new_tokens, self.stop_ids))
         answers = [list(stream) for stream in streams]
         return Rollouts(answers, time.perf_counter() - start)
 
