@@ -141,15 +141,15 @@ def test_class_weights_reach_the_run(tmp_path, tokenizer):
 def test_corpus_and_mode_must_match(tmp_path, tokenizer):
     base = save_base_model(tmp_path / "base", tokenizer)
     labelled, text = write_labelled_corpus(tmp_path), write_text_corpus(tmp_path)
-    with pytest.raises(ConfigError, match="labelled corpus .* set task: classify .* not mode sft alone"):
+    with pytest.raises(ConfigError, match="holds labelled text: train a classifier .* not mode sft alone"):
         train(classify_config(tmp_path, base, [labelled], task="generate"))
-    with pytest.raises(ConfigError, match="labelled corpus .* set task: classify .* not mode pretrain alone"):
+    with pytest.raises(ConfigError, match="holds labelled text: train a classifier .* not mode pretrain"):
         train(make_config(tmp_path, [labelled], run_dir=str(tmp_path / "run3")))
-    with pytest.raises(ConfigError, match="task classify trains on a labelled corpus.*this corpus is text"):
+    with pytest.raises(ConfigError, match="a classifier learns from labelled text.*this corpus is text"):
         train(classify_config(tmp_path, base, [text], run_dir=str(tmp_path / "run2")))
     with pytest.raises(ConfigError, match="task classify fine-tunes a classifier with mode sft"):
         classify_config(tmp_path, base, [labelled], mode="dpo").resolved("cpu")
-    with pytest.raises(ConfigError, match="task classify trains on a labelled corpus"):
+    with pytest.raises(ConfigError, match=r"a classifier learns from labelled text.*the corpus \(data.kind\) is chat"):
         classify_config(tmp_path, base, [labelled], data__kind="chat").resolved("cpu")
     with pytest.raises(ConfigError, match="class_weights"):
         classify_config(tmp_path, base, [labelled], classify__class_weights="inverse").resolved("cpu")

@@ -76,11 +76,11 @@ def test_qlora_dpo_runs_on_a_4_bit_base(tmp_path, tokenizer):
 def test_dpo_needs_a_preference_corpus_and_a_preference_corpus_needs_dpo(tmp_path, tokenizer):
     base = save_base_model(tmp_path / "base", tokenizer)
     text = write_text_corpus(tmp_path)
-    with pytest.raises(ConfigError, match="preference corpus"):
+    with pytest.raises(ConfigError, match="mode dpo learns from preference pairs .* this corpus is text"):
         train(dpo_config(tmp_path / "a", base, text))
     pairs = write_preference_corpus(tmp_path)
     sft = make_config(tmp_path / "b", [pairs], mode="sft", model__init_from=str(base), data__seq_len=96)
-    with pytest.raises(ConfigError, match="trains with mode dpo"):
+    with pytest.raises(ConfigError, match="this corpus holds preference pairs: train on it with mode dpo"):
         train(sft)
 
 

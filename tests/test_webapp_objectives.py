@@ -119,7 +119,7 @@ def test_wrong_choices_are_refused_with_a_message(ctx, base, mode, corpus, objec
 
 def test_a_corpus_saved_as_chat_without_a_summary_is_refused_by_the_config(ctx):
     ctx.workspace.save_corpus("old", [ROOT / "samples" / "tang_chat_sample.jsonl"], {"kind": "chat"}, {})
-    with pytest.raises(ConfigError, match="mode dpo trains on a preference corpus"):
+    with pytest.raises(ConfigError, match=r"dpo learns from preference pairs .*; the corpus \(data.kind\) is chat"):
         _config(ctx, "shipped:minimind-tang", "dpo", "old")
 
 

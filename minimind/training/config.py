@@ -25,7 +25,9 @@ from .sizing import pretrain_lr
 MODES = ("pretrain", "sft", "lora", "qlora", "dpo", "distill", "grpo")
 TASKS = ("generate", "classify")  # what the model does: write text (a causal LM) or label it (a classifier)
 CLASSIFY_MODES = ("sft", "lora", "qlora")  # task classify: every weight, or LoRA / QLoRA (+ the head) trains
-CLASS_WEIGHTS = ("", "balanced")
+CLASS_WEIGHTS = ("", "balanced")  # classify.class_weights by name: none, or every class alike (else {label: weight})
+ADAPTER_MODES = ("dpo", "distill", "grpo")  # modes that train every weight or, with `adapter`, LoRA / QLoRA
+MODE_KINDS = {"dpo": "preference", "grpo": "prompts"}  # modes that learn from one corpus kind only, and that kind
 ADAPTERS = ("", "lora", "qlora")
 DPO_LOSSES = ("sigmoid",)
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
@@ -223,7 +225,7 @@ class TrainConfig:
         classify (task classify: a sequence classifier on a labelled corpus, objectives/classify.py)."""
         if self.task == "classify":
             return "classify"
-        return self.mode if self.mode in ("dpo", "distill", "grpo") else "language_model"
+        return self.mode if self.mode in ADAPTER_MODES else "language_model"
 
     @property
     def adapter_kind(self) -> str:
@@ -306,7 +308,7 @@ class TrainConfig:
         need(self.mode in ("pretrain", "distill") or bool(self.model.init_from),
              f"mode {self.mode} fine-tunes an existing model: set model.init_from to a model folder")
         need(self.adapter in ADAPTERS, f"adapter must be empty, lora or qlora (got {self.adapter!r})")
-        need(not self.adapter or self.mode in ("dpo", "distill", "grpo"),
+        need(not self.adapter or self.mode in ADAPTER_MODES,
              f"adapter is for modes dpo, distill and grpo; mode {self.mode} "
              + ("already names its adapter" if self.mode in ("lora", "qlora") else "trains every weight")
              + " (use mode lora or qlora for supervised fine-tuning with an adapter)")
@@ -316,8 +318,6 @@ class TrainConfig:
         need(0.0 <= self.dpo.label_smoothing < 0.5, "dpo.label_smoothing must be in [0, 0.5)")
         need(self.dpo.sft_weight >= 0, "dpo.sft_weight must be >= 0 (0 = plain DPO)")
         need(self.dpo.loss in DPO_LOSSES, f"dpo.loss must be one of {', '.join(DPO_LOSSES)}")
-        need(self.mode != "dpo" or self.data.kind in ("auto", "preference"),
-             f"mode dpo trains on a preference corpus (prompt, chosen, rejected); data.kind is {self.data.kind!r}")
         need(self.mode != "distill" or bool(self.distill.teacher),
              "mode distill learns from a teacher: set distill.teacher to a model folder")
         need(self.distill.temperature > 0, "distill.temperature must be positive")
@@ -330,8 +330,7 @@ class TrainConfig:
         need(not classify or self.mode in CLASSIFY_MODES,
              f"task classify fine-tunes a classifier with mode sft (every weight), lora or qlora (adapters; the head "
              f"trains whole); mode {self.mode} trains a language model")
-        need(not classify or self.data.kind in ("auto", "labelled"),
-             f"task classify trains on a labelled corpus (a text and a label field); data.kind is {self.data.kind!r}")
+        check_mode_kind(self.mode, self.data.kind, self.task, "the corpus (data.kind)")
         need(not classify or not self.model.extend_vocab,
              "model.extend_vocab is for language models: a classifier keeps its starting model's vocabulary")
         weights = self.classify.class_weights
@@ -340,8 +339,6 @@ class TrainConfig:
              "classify.class_weights must be empty (none), balanced, or {label: weight} with positive weights "
              f"(got {weights!r})")
         g = self.grpo
-        need(self.mode != "grpo" or self.data.kind in ("auto", "prompts"),
-             f"mode grpo trains on a prompts corpus (the model writes the answers); data.kind is {self.data.kind!r}")
         need(2 <= g.group_size <= 256, "grpo.group_size must be 2..256 (advantages compare answers to one prompt)")
         need(1 <= g.max_new_tokens <= 4096, "grpo.max_new_tokens must be 1..4096")
         need(0 < g.temperature <= 10, "grpo.temperature must be in (0, 10] (rollouts are sampled)")
@@ -390,6 +387,47 @@ class TrainConfig:
         need(self.keep_checkpoints >= 1, "keep_checkpoints must be >= 1")
         need(self.max_bad_steps >= 1, "max_bad_steps must be >= 1")
         need(self.log_every >= 0, "log_every must be >= 0 (0 = auto)")
+
+
+class ModeKindError(ConfigError):
+    """A corpus of one kind given to a mode (or task) that learns from another. `needed` is the kind
+    the mode learns from, or None when it is the corpus that asks for another mode: a face can then
+    say where to get a corpus of that kind."""
+
+    def __init__(self, message: str, needed: str | None = None):
+        super().__init__(message)
+        self.needed = needed
+
+    def __reduce__(self):  # pickled whole (a bounded child process hands it to the page)
+        return type(self), (str(self), self.needed)
+
+
+def check_mode_kind(mode: str, kind: str | None, task: str = "generate", corpus: str = "this corpus") -> None:
+    """Refuse a corpus of `kind` for `mode` and `task` unless each is the other's: dpo learns from
+    preference pairs only and grpo from prompts only, a classifier (task classify) from labelled
+    text only, and such a corpus trains nothing else. `kind` None or "auto" is not known yet (the
+    data decides once read: the loop asks again). `corpus` names the corpus in the message. The
+    page asks before it writes a config, the config when it is validated, the loop once the data
+    is read."""
+    if kind in (None, "", "auto"):
+        return
+    needed = MODE_KINDS.get(mode)
+    if needed == "preference" and kind != needed:
+        raise ModeKindError(f"mode dpo learns from preference pairs (prompt, chosen, rejected); {corpus} is {kind}",
+                            needed)
+    if needed == "prompts" and kind != needed:
+        raise ModeKindError(f"mode grpo learns from prompts (the model writes the answers); {corpus} is {kind}", needed)
+    if kind == "preference" and mode != "dpo":
+        raise ModeKindError(f"{corpus} holds preference pairs: train on it with mode dpo (not {mode})")
+    if kind == "prompts" and mode != "grpo":
+        raise ModeKindError(f"{corpus} holds prompts without answers: train on it with mode grpo (not {mode})")
+    if task == "classify" and kind != "labelled":
+        raise ModeKindError(f"a classifier learns from labelled text (a text field and a label field: label, class, "
+                            f"category, ... or data.label_field); {corpus} is {kind}", "labelled")
+    if kind == "labelled" and task != "classify":
+        raise ModeKindError(f"{corpus} holds labelled text: train a classifier on it (task classify, with mode sft, "
+                            f"lora or qlora), not mode {mode} alone; to train on its text only, read it as plain "
+                            "text (data.kind text)")
 
 
 def _classify_lr(adapter: str) -> float:

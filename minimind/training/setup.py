@@ -16,9 +16,9 @@ import minimind.training.distributed as dist
 from .batches import BatchStream
 from .budget import Budget
 from .checkpoint import latest_checkpoint, load_trainer_state, remove_partial
-from .config import TrainConfig
+from .config import TrainConfig, check_mode_kind
 from .modes import build_model
-from .objectives import build_objective, check_corpus_kind
+from .objectives import build_objective
 from .optimizers import make_optimizer
 from .precision import Precision
 from .run_dir import RunDir
@@ -52,7 +52,7 @@ def set_up(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, start
     precision = Precision(cfg.precision, device.split(":")[0])
     tokenizer = prepare_tokenizer(cfg, run, info)
     corpus = prepare_data(cfg, tokenizer, info)
-    check_corpus_kind(cfg, corpus)
+    check_mode_kind(cfg.mode, corpus.kind, cfg.task)  # the kind the data turned out to be, before any model
     budget = Budget.start(cfg.time_budget_s, started) if cfg.time_budget_s > 0 else None
     # a new model's objective does not depend on the model: it times the candidate sizes
     objective = build_objective(cfg, None, tokenizer, device, precision, corpus, log) if cfg.new_model else None

@@ -26,25 +26,10 @@ resuming a run rebuilds the same objective from the config.
 from __future__ import annotations
 
 
-def check_corpus_kind(cfg, corpus) -> None:
-    """Refuse, before a model is built, a labelled corpus for any mode but classify and any other
-    corpus for classify, with a message saying which goes with which."""
-    from ...errors import ConfigError
-
-    if cfg.objective == "classify" and corpus.kind != "labelled":
-        raise ConfigError(f"task classify trains on a labelled corpus (a text field and a label field: label, "
-                          f"class, category, ... or data.label_field); this corpus is {corpus.kind}")
-    if corpus.kind == "labelled" and cfg.objective != "classify":
-        raise ConfigError(f"a labelled corpus (text + label) trains a classifier: set task: classify (with mode "
-                          f"sft, lora or qlora), not mode {cfg.mode} alone (to train on its text only, set "
-                          "data.kind: text)")
-
-
 def build_objective(cfg, model, tokenizer, device: str, precision, corpus, log, rank: int = 0, world: int = 1):
     """The objective of `cfg.mode` for this run. `model` is the freshly built model, before any
     checkpoint is loaded into it: DPO's reference policy is that starting model."""
     bpc_factor = corpus.val_tokens / corpus.val_characters if corpus.val_characters else None
-    check_corpus_kind(cfg, corpus)
     if cfg.objective == "classify":
         from .classify import Classify
 
@@ -52,27 +37,12 @@ def build_objective(cfg, model, tokenizer, device: str, precision, corpus, log, 
     if cfg.objective == "dpo":
         from .dpo import Dpo
 
-        if corpus.kind != "preference":
-            from ...errors import ConfigError
-
-            raise ConfigError(f"mode dpo trains on a preference corpus (prompt, chosen, rejected); "
-                              f"this corpus is {corpus.kind}")
         d = cfg.dpo
         log(f"objective: DPO ({d.loss}, beta {d.beta:g}, label smoothing {d.label_smoothing:g})"
             + (f" + {d.sft_weight:g} x next-token loss of the chosen answers (RPO)" if d.sft_weight else "")
             + (" against the starting model with the adapter off" if cfg.adapter_kind
                else " against a frozen copy of the starting model"))
         return Dpo.for_model(model, cfg, precision, bpc_factor)
-    if corpus.kind == "preference":
-        from ...errors import ConfigError
-
-        raise ConfigError(f"a preference corpus (prompt, chosen, rejected) trains with mode dpo, not {cfg.mode}")
-    if (cfg.objective == "grpo") != (corpus.kind == "prompts"):
-        from ...errors import ConfigError
-
-        raise ConfigError("mode grpo trains on a prompts corpus (the model writes the answers); this corpus is "
-                          f"{corpus.kind}" if cfg.objective == "grpo" else
-                          f"a prompts corpus holds no answers to learn from: it trains with mode grpo, not {cfg.mode}")
     if cfg.objective == "grpo":
         from ..rewards import build_rewards
         from .grpo import Grpo
