@@ -25,6 +25,7 @@ from pathlib import Path
 from minimind.errors import MiniMindError
 from minimind.training import RunDir, TrainConfig
 from minimind.training.checkpoint import latest_checkpoint
+from minimind.training.events import RunEvent
 
 from .workspace import Workspace, WorkspaceError
 
@@ -89,7 +90,7 @@ class JobManager:
             rows.append({"run": run.path.name, "state": s.get("state", "?"), "mode": s.get("mode", ""),
                          "step": f"{s.get('step', 0)}/{s.get('total', '?')}",
                          "val_loss": _rounded(s.get("val_loss")), "val_bpc": _rounded(s.get("val_bpc")),
-                         "error": s.get("error") or ""})
+                         "error": s.get("error") or "", "error_event": s.get("error_event")})
         return rows
 
     def queue(self) -> list[str]:
@@ -179,12 +180,13 @@ class JobManager:
             status = run.read_status()
             if status.get("state") in ACTIVE and not self._alive(status.get("pid")):
                 ckpt = latest_checkpoint(run.checkpoints)
-                keep = f"; its last checkpoint ({ckpt.name}) is kept and it can be resumed" if ckpt else ""
                 if status.get("state") == "stopping":  # stopped before it could save (e.g. while starting)
                     run.write_status(state="stopped", error=None)
+                elif status.get("error"):  # the trainer said why before it went
+                    run.write_status(state="failed")
                 else:
-                    run.write_status(state="failed", error=status.get("error") or
-                                     f"the training process ended unexpectedly (see train.log){keep}")
+                    run.write_status(state="failed", **RunEvent("ended", checkpoint=ckpt.name if ckpt else None)
+                                     .as_error())
 
     def pump(self) -> str | None:
         """Start the oldest queued run if nothing is running. Returns the started run's id."""

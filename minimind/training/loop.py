@@ -32,6 +32,7 @@ from .budget import eval_every_at_least, interval_due, intervals, planned_steps
 from .checkpoint import latest_checkpoint, save_checkpoint
 from .compiling import LossWithFallback, compile_layers
 from .config import TrainConfig
+from .events import RunEvent
 from .modes import count_parameters, trainable_parameters
 from .perf import flops_per_token, matmul_peak_flops
 from .precision import Precision, bf16_supported, describe, pick_device
@@ -354,7 +355,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
     final = latest_checkpoint(run_dir.checkpoints) if main else None
     if main:
         if stopped:
-            log(f"stopped at step {step} (checkpoint saved); resume with --resume")
+            run_dir.log_event(RunEvent("stopped", step=step))  # each face says how to go on in its own words
         else:
             log(f"finished: {step} steps in {state['elapsed_s']:.0f}s")
         return run_dir.write_status(state="stopped" if stopped else "finished", step=step, total=max_steps,

@@ -2,10 +2,11 @@
 
 runs/<id>/
   config.yaml       the full, resolved TrainConfig
-  status.json       state, step, total, tokens/s, eta, error, pid (rewritten atomically)
+  status.json       state, step, total, tokens/s, eta, error (+ error_event), pid (rewritten atomically)
   metrics.jsonl     one JSON object per logged step (and per evaluation)
   samples.jsonl     GRPO: a few held-out answers per evaluation (step, prompt, answer, reward, rewards)
   train.log         human-readable log
+  events.jsonl      moments a face words its own way (events.py), each with where its line starts in train.log
   checkpoints/step-N/   model folder + trainer state (see training/checkpoint.py)
   tensorboard/, trackio/   copies of metrics.jsonl for those trackers, when report_to names them (reporting.py)
 
@@ -20,7 +21,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .events import RunEvent
+
 STATES = ("queued", "running", "stopping", "stopped", "finished", "failed")
+LOG_TIME = "%Y-%m-%d %H:%M:%S "  # what opens each line of train.log (time.strftime) ...
+LOG_TIME_CHARS = len("2026-01-31 12:00:00 ")  # ... and its width
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -63,6 +68,10 @@ class RunDir:
         return self.path / "train.log"
 
     @property
+    def events_file(self) -> Path:
+        return self.path / "events.jsonl"
+
+    @property
     def checkpoints(self) -> Path:
         return self.path / "checkpoints"
 
@@ -87,6 +96,10 @@ class RunDir:
             return {}
 
     def write_status(self, **fields) -> dict:
+        """Update status.json with `fields`. An `error` written without its `error_event` (see
+        RunEvent.as_error) drops the event of an earlier error, which no longer says what happened."""
+        if "error" in fields:
+            fields.setdefault("error_event", None)
         status = {**self.read_status(), **fields, "updated": time.time()}
         atomic_write(self.status_file, json.dumps(status, indent=1))
         return status
@@ -117,13 +130,35 @@ class RunDir:
 
     def log(self, message: str) -> None:
         with self.log_file.open("a", encoding="utf-8") as fh:
-            fh.write(time.strftime("%Y-%m-%d %H:%M:%S ") + message + "\n")
+            fh.write(time.strftime(LOG_TIME) + message + "\n")
+
+    def log_event(self, event: RunEvent) -> None:
+        """Log `event` in the terminal's words, and keep it in events.jsonl with the byte offset
+        where that line starts in train.log, so a reader knows the line without reading its words."""
+        with self.log_file.open("ab") as fh:  # (append mode: tell() is the end of the file)
+            at = fh.tell()
+            fh.write((time.strftime(LOG_TIME) + event.cli_text() + "\n").encode("utf-8"))
+        with self.events_file.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"at": at, **event.to_dict()}) + "\n")
+
+    def log_lines(self, lines: int = 20) -> list[tuple[str, RunEvent | None]]:
+        """The last `lines` lines of train.log, each with the event it says (None: plain text, or a
+        run from before events). An event's line is the time it was written (LOG_TIME_CHARS) and its words."""
+        try:
+            data = self.log_file.read_bytes()
+        except OSError:
+            return []
+        events = {r.get("at"): RunEvent.from_dict({k: v for k, v in r.items() if k != "at"})
+                  for r in _read_jsonl(self.events_file)}
+        found, at = [], 0
+        for raw in data.splitlines(keepends=True):
+            found.append((raw.decode("utf-8", errors="replace").rstrip("\r\n"), events.get(at)))
+            at += len(raw)
+        return found[-lines:] if lines > 0 else []
 
     def log_tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log_file.read_text(encoding="utf-8").splitlines()[-lines:])
-        except OSError:
-            return ""
+        """The last `lines` lines of train.log as written (the terminal's words)."""
+        return "\n".join(text for text, _ in self.log_lines(lines))
 
 
 def _read_jsonl(path: Path) -> list[dict]:
