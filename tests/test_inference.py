@@ -321,7 +321,7 @@ def test_a_prepared_model_copies_pickles_and_is_not_kept_alive_by_its_engine():
 
     model = _model()
     expected = _greedy(engine_for(model), PROMPTS[0], 12)
-    twin = copy.deepcopy(model)  # the engine's thread, queue and locks stay behind
+    twin = copy.deepcopy(model)  # the engine (a thread, a queue, locks) is kept beside the model, not in it
     torch.save(model, io.BytesIO())
     assert _greedy(engine_for(twin), PROMPTS[0], 12) == expected
     assert engine_for(twin) is not engine_for(model)
@@ -332,6 +332,43 @@ def test_a_prepared_model_copies_pickles_and_is_not_kept_alive_by_its_engine():
         assert gone() is None
     finally:
         gc.enable()
+
+
+def test_what_the_engine_makes_for_a_model_or_tokenizer_is_kept_beside_it_not_on_it(tokenizer):
+    from minimind.inference import guard_for
+
+    model = _model()
+    engine = engine_for(model)
+    guard = guard_for(tokenizer, engine.vocab_size)
+    _greedy(engine, PROMPTS[0], 3)
+    assert engine_for(model) is engine and guard_for(tokenizer, engine.vocab_size) is guard
+    assert Weights.of(model) is Weights.of(model)
+    assert [k for k in vars(model) if k.startswith("_minimind")] == []
+    assert [k for k in vars(tokenizer) if k.startswith("_minimind")] == []
+
+
+def test_weak_cache_makes_once_remakes_what_is_stale_and_lets_go_with_its_object():
+    import gc
+    import weakref
+
+    from minimind.inference.weak_cache import WeakCache
+
+    class Owner:
+        pass
+
+    class Value:
+        def __init__(self, n):
+            self.n = n
+
+    cache, owner = WeakCache(), Owner()
+    first = cache.get(owner, lambda: Value(1))
+    assert cache.get(owner, lambda: Value(2)) is first
+    assert cache.get(owner, lambda: Value(3), fresh=lambda v: v.n > 1).n == 3  # stale: made again
+    kept = weakref.ref(cache.get(owner, lambda: Value(4), fresh=lambda v: v.n > 1))
+    assert kept().n == 3 and cache.get(Owner(), lambda: Value(5)).n == 5  # another object, its own value
+    gc.collect()
+    del owner
+    assert kept() is None  # the value went with its object
 
 
 def test_a_bf16_moe_model_decodes():

@@ -28,6 +28,7 @@ from .recurrent import RecurrentWeights, StateCache, handles as recurrent_handle
 from .recurrent import forward as recurrent_forward
 from .forward import KVCache, forward
 from .sampler import Sampler
+from .weak_cache import WeakCache
 from .weights import Weights
 
 IDLE_S = 2.0
@@ -35,6 +36,7 @@ LOOKAHEAD = 8                      # tokens the draft guesses per exact pass (sp
 SPECULATE_FROM_MB = 32             # fp32 matrices at least this big: decode is bound by reading them
 _END = object()
 _RUNNING: "weakref.WeakSet[Engine]" = weakref.WeakSet()  # engines with a decode thread, stopped at exit
+_ENGINES: WeakCache[Engine] = WeakCache()                 # each model's engine, while the model lives
 
 
 class TokenStream(Iterator[int]):
@@ -184,10 +186,6 @@ class Engine:
             self.weights = self._prepare(model)  # the same object unless the weights changed in place
         return self.weights
 
-    def __reduce__(self):
-        """A copied or pickled model leaves its engine behind (a thread and a queue do not copy)."""
-        return _nothing, ()
-
     def _prefill(self, request: _Request) -> bool:
         try:
             w = self._weights()
@@ -255,10 +253,6 @@ class Engine:
             guessing.length = min(guessing.length, exact.length)
 
 
-def _nothing() -> None:
-    return None
-
-
 @atexit.register
 def _stop_all() -> None:
     for engine in list(_RUNNING):
@@ -280,10 +274,6 @@ def speculative_pays(weights: Weights) -> bool:
 
 
 def engine_for(model, max_batch: int = 16) -> Engine:
-    """The model's engine, made once and kept on the model object: every caller of one model
+    """The model's engine, made once and kept while the model lives: every caller of one model
     shares its decode thread and its prepared weights."""
-    engine = model.__dict__.get("_minimind_engine")
-    if engine is None:
-        engine = Engine(model, max_batch)
-        model.__dict__["_minimind_engine"] = engine
-    return engine
+    return _ENGINES.get(model, lambda: Engine(model, max_batch))

@@ -23,7 +23,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..lstm import LSTMState, is_lstm
+from .weak_cache import WeakCache
 from .weights import EngineError
+
+_PREPARED: WeakCache[RecurrentWeights] = WeakCache()  # each LSTM model's view, while the model lives
 
 
 def handles(model: nn.Module) -> bool:
@@ -52,29 +55,17 @@ class RecurrentWeights:
 
     @classmethod
     def of(cls, model: nn.Module) -> "RecurrentWeights":
-        cached = model.__dict__.get("_minimind_recurrent")
-        if cached is None or cached.model is not model:
-            cached = cls(model)
-            model.__dict__["_minimind_recurrent"] = cached
-        return cached
+        return _PREPARED.get(model, lambda: cls(model))
 
     @property
     def model(self):
         return self._model()
-
-    def __reduce__(self):
-        """A copied or pickled model leaves this view behind (it is made again on use)."""
-        return _nothing, ()
 
     def matrices(self) -> list:
         return []
 
     def memory_bytes(self) -> int:
         return self.param_bytes
-
-
-def _nothing() -> None:
-    return None
 
 
 class StateCache:

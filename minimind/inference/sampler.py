@@ -15,6 +15,9 @@ import torch
 
 from ..sampling_params import SamplingParams
 from .utf8 import Utf8Guard
+from .weak_cache import WeakCache
+
+_GUARDS: WeakCache[dict] = WeakCache()  # each tokenizer's guards, by vocabulary size
 
 
 class Sampler:
@@ -92,7 +95,7 @@ def guard_for(tokenizer, vocab_size: int) -> Utf8Guard | None:
     tokenizer is not byte-level, so its tokens cannot split a character)."""
     if tokenizer is None:
         return None
-    guards = tokenizer.__dict__.setdefault("_minimind_utf8_guards", {})
+    guards = _GUARDS.get(tokenizer, dict)
     if vocab_size not in guards:
         guards[vocab_size] = Utf8Guard.for_tokenizer(tokenizer, vocab_size)
     return guards[vocab_size]

@@ -22,6 +22,7 @@ module) and for `transformers.LlamaForCausalLM` (biases and activations included
 
 from __future__ import annotations
 
+import copy
 import threading
 import weakref
 from dataclasses import dataclass
@@ -33,6 +34,10 @@ from torch import nn
 from ..attention import alibi_slopes
 from ..errors import MiniMindError
 from ..model import sinusoid_table
+from .weak_cache import WeakCache
+
+_PREPARED: WeakCache[Weights] = WeakCache()      # each model's prepared weights, while the model lives
+_CONTIGUOUS_STATE: WeakCache = WeakCache()       # models whose state_dict hands out contiguous copies (the hook)
 
 
 class EngineError(MiniMindError):
@@ -159,20 +164,13 @@ class Weights:
                     moe=None if dense else mlp))
             self.intermediate = self.layers[0].down.weight.shape[1] if self.layers[0].down is not None else 0
             self._positions(model)
-        if not model.__dict__.get("_minimind_contiguous_state"):
-            model.register_state_dict_post_hook(_contiguous_state)
-            model.__dict__["_minimind_contiguous_state"] = True
+        _CONTIGUOUS_STATE.get(model, lambda: model.register_state_dict_post_hook(_contiguous_state))  # once
         self._stamp = _versions(model)
 
     @classmethod
     def of(cls, model: nn.Module) -> "Weights":
-        """The model's prepared weights, made once and kept on the model (remade after its weights change)."""
-        cached = model.__dict__.get("_minimind_weights")
-        if cached is not None and cached.current():
-            return cached
-        weights = cls(model)
-        model.__dict__["_minimind_weights"] = weights
-        return weights
+        """The model's prepared weights, made once and kept while it lives (remade after its weights change)."""
+        return _PREPARED.get(model, lambda: cls(model), fresh=Weights.current)
 
     def current(self) -> bool:
         """False once the model's parameters were replaced or updated in place (optimizer steps,
@@ -180,10 +178,6 @@ class Weights:
         are not seen: prepare again with `Weights(model)` after those."""
         model = self._model()
         return model is None or _versions(model) == self._stamp
-
-    def __reduce__(self):
-        """A copied or pickled model leaves its prepared weights behind (they are made again on use)."""
-        return _nothing, ()
 
     def _positions(self, model: nn.Module) -> None:
         """What the layer loop needs for the model's position encoding: rotary tables (`rope`),
@@ -250,8 +244,7 @@ class Weights:
         that guesses what the exact one will pick. Norms, embeddings and MoE blocks are shared."""
         with self._lock:
             if self._draft is None:
-                draft = object.__new__(Weights)  # a shallow copy (copy.copy would leave it behind, see __reduce__)
-                draft.__dict__.update(self.__dict__)
+                draft = copy.copy(self)  # shallow: norms, embeddings and MoE blocks are shared
                 draft._draft, draft._lock = None, threading.Lock()
                 draft.lm_head = _int8(self.lm_head)
                 draft.layers = [Layer(layer.ln1, _int8(layer.qkv), _int8(layer.o), layer.ln2,
@@ -266,10 +259,6 @@ class Weights:
         if self._draft is not None:
             total += sum(m.q.numel() + m.scales.numel() * 2 for m in self._draft.matrices())
         return total
-
-
-def _nothing() -> None:
-    return None
 
 
 def _int8(m: Matrix) -> Matrix:
