@@ -11,7 +11,9 @@ from pathlib import Path
 
 import torch
 
+from .classifier import ADAPTER_LABELS, CLASSIFIER_ARCHITECTURE, classifier_from
 from .errors import CheckpointError
+from .tokenizer import load_tokenizer
 
 SUPPORTED_MODEL_TYPES = ("minimind", "minimind-lstm", "llama")
 
@@ -54,8 +56,6 @@ def adapter_base(path: str | Path) -> str:
 def is_classifier(path: str | Path) -> bool:
     """Whether a folder holds a sequence classifier: a model folder whose config.json names
     MiniMindForSequenceClassification, or a LoRA adapter trained for classification (SEQ_CLS)."""
-    from .classifier import CLASSIFIER_ARCHITECTURE
-
     folder = Path(path)
     try:
         if is_adapter(folder):
@@ -77,8 +77,9 @@ def load_model(path: str | Path, adapter: str | Path | None = None, dtype: torch
     A classifier folder loads as MiniMindForSequenceClassification; a classifier's adapter loads on
     its base made a classifier of the classes saved beside the adapter (minimind.classifier).
     """
-    import minimind  # noqa: F401  (registers the Auto classes in this process)
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+
+    import minimind  # noqa: F401  (registers the Auto classes in this process)
 
     if adapter is None and is_adapter(path):
         path, adapter = adapter_base(path), path
@@ -113,8 +114,6 @@ def load_model(path: str | Path, adapter: str | Path | None = None, dtype: torch
 def _classifier_base(model, adapter: str | Path):
     """The base of a classifier adapter: `model` made a classifier of the classes saved beside the
     adapter (its head is then replaced by the adapter's trained copy)."""
-    from .classifier import ADAPTER_LABELS, classifier_from
-
     labels_file = Path(adapter) / ADAPTER_LABELS
     try:
         classes = json.loads(labels_file.read_text(encoding="utf-8"))["classes"]
@@ -138,8 +137,6 @@ def _fit_vocabulary(model, adapter: str | Path) -> None:
 
 def load_tokenizer_for(path: str | Path):
     """The tokenizer saved with a model (or with an adapter's base)."""
-    from .tokenizer import load_tokenizer
-
     folder = Path(path)
     if is_adapter(folder) and not (folder / "tokenizer.json").is_file():
         folder = Path(adapter_base(folder))

@@ -22,6 +22,8 @@ from torch import nn
 from transformers.modeling_outputs import SequenceClassifierOutputWithPast
 
 from .config import MiniMindConfig
+from .data.tokens import classify_ids
+from .errors import ConfigError
 from .model import MiniMindModel, MiniMindPreTrainedModel
 
 CLASSIFIER_ARCHITECTURE = "MiniMindForSequenceClassification"  # in a classifier folder's config.json
@@ -108,8 +110,6 @@ def classifier_from(model, classes: list[str], seed: int = 0) -> MiniMindForSequ
     if isinstance(model, MiniMindForSequenceClassification) and classes_of(model) == list(classes):
         return model
     if not isinstance(getattr(model, "model", None), MiniMindModel):
-        from .errors import ConfigError
-
         raise ConfigError(f"a classifier is built on a transformer MiniMind decoder; this model is "
                           f"{type(model).__name__} (an LSTM model cannot classify yet)")
     config = MiniMindConfig.from_dict({**model.config.to_dict(), **label_maps(classes),
@@ -151,8 +151,6 @@ def predict(model, tokenizer, texts: list[str], max_tokens: int | None = None,
     """{label: probability} for each text, classes in id order: the text encoded exactly as the
     trainer encoded its rows (minimind.data.classify_ids: cut to `max_tokens` - 1 tokens + EOS;
     default the model's max_position_embeddings), batched and right-padded."""
-    from .data.tokens import classify_ids
-
     if isinstance(texts, str):
         texts = [texts]
     limit = max_tokens or model.config.max_position_embeddings

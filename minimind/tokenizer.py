@@ -27,6 +27,8 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from .byte_level import bytes_to_unicode, is_utf8
+from .data import iter_texts as corpus_texts
+from .vocabulary import coverage
 
 PAD, BOS, EOS = "<|pad|>", "<|startoftext|>", "<|endoftext|>"
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
@@ -205,14 +207,10 @@ def train_tokenizer(files: list[str | Path], vocab_size: int = 6400, out_dir: st
 def iter_texts(files: list[str | Path], text_field: str | None = None, kind: str = "auto") -> Iterator[str]:
     """Texts of a corpus read by `minimind.data` (every format it reads, with its checks):
     plain documents, or each message of chat/instruction records."""
-    from .data import iter_texts as corpus_texts
-
     return corpus_texts(files, text_field=text_field, kind=kind)
 
 
 def measure(tokenizer: PreTrainedTokenizerFast, texts: Iterable[str]) -> tuple[int, int, int]:
     """(characters, tokens, characters spelled with byte pieces) over `texts` (minimind.vocabulary.coverage)."""
-    from .vocabulary import coverage
-
     found = coverage(tokenizer, texts, missing=False)
     return found.characters, found.tokens, found.fallback_characters

@@ -25,7 +25,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..errors import ExportError
 from ..tokenizer import SPECIAL_TOKENS
+from ..vocabulary import has_added_characters
 from .llama import require_dense
 
 GGUF_TYPES = ("f16", "q8_0")
@@ -54,10 +56,6 @@ def plain_chat_template(template: str | None) -> str | None:
 def tokenizer_metadata(tokenizer, vocab_size: int) -> dict:
     """Tokens (byte-level spelling), token types, merges and special ids, as GGUF wants them."""
     from gguf import TokenType
-
-    from ..errors import ExportError
-
-    from ..vocabulary import has_added_characters
 
     if has_added_characters(tokenizer):
         raise ExportError("GGUF cannot carry the characters this model's run added to its vocabulary "

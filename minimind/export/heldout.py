@@ -21,6 +21,12 @@ import re
 import unicodedata
 from pathlib import Path
 
+from ..data import DataConfig, iter_texts
+from ..data.documents import check_files, iter_documents, read_documents
+from ..data.kinds import doc_texts
+from ..data.prepare import document_split
+from ..data.validate import Problems
+from ..errors import MiniMindError
 from .verify import DEFAULT_EVAL_TEXT
 
 EVAL_CHARS = 20000  # held-out text is cut to this many characters: enough for a stable perplexity
@@ -87,11 +93,6 @@ def answers(doc: dict) -> list[str]:
 def _validation_records(run: Path):
     """The records (normal form) a run held out for validation, split as its trainer split them
     (`data.prepare.document_split`), or None when there are none or the corpus cannot be read."""
-    from ..data import DataConfig
-    from ..data.documents import read_documents
-    from ..data.prepare import document_split
-    from ..errors import MiniMindError
-
     data = dict(_run_config(run).get("data") or {})
     known = set(DataConfig.__dataclass_fields__)
     try:
@@ -149,11 +150,6 @@ def read_held_out(path: str | Path, limit: int = EVAL_CHARS) -> tuple[list[str],
     cut to `limit` characters in all: a labelled file (text + label fields) gives a classifier's
     export its accuracy; any other file gives texts only. Raises CorpusError with the file and line
     for an unreadable file."""
-    from ..data import DataConfig
-    from ..data.documents import check_files, iter_documents
-    from ..data.kinds import doc_texts
-    from ..data.validate import Problems
-
     config = DataConfig()
     docs = iter_documents(check_files([str(path)], config), config, Problems(config.strict, config.max_skipped),
                           one_kind=False)
@@ -173,8 +169,6 @@ def read_held_out(path: str | Path, limit: int = EVAL_CHARS) -> tuple[list[str],
 
 def shipped_sample(folder: str | Path, limit: int = EVAL_CHARS) -> tuple[list[str], Path] | None:
     """(documents, file) of the held-out sample shipped in `folder`, or None."""
-    from ..data import iter_texts
-
     for name in SAMPLE_NAMES:
         path = Path(folder) / name
         if path.is_file():

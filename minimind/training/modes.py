@@ -7,11 +7,19 @@ from __future__ import annotations
 
 import torch
 
-from ..checkpoint import check_model_folder, load_model
+from ..checkpoint import (
+    adapter_base,
+    check_model_folder,
+    is_adapter,
+    load_model,
+    load_tokenizer_for,
+)
+from ..classifier import classifier_from
 from ..config import MiniMindConfig
 from ..errors import CheckpointError, ConfigError
 from ..lstm import LSTM_MODEL_TYPE, MiniMindLSTMConfig, MiniMindLSTMForCausalLM, is_lstm
 from ..model import MiniMindForCausalLM
+from ..vocabulary import resize_model
 
 
 def new_model(config, tokenizer) -> MiniMindForCausalLM | MiniMindLSTMForCausalLM:
@@ -53,9 +61,6 @@ def build_model(config, tokenizer, device: str, precision_dtype: torch.dtype, cl
         model = _as_classifier(model, classes, config.seed)
     new_ids = []
     if config.model.extend_vocab:
-        from ..checkpoint import load_tokenizer_for
-        from ..vocabulary import resize_model
-
         new_ids = resize_model(model, load_tokenizer_for(config.model.init_from), tokenizer)
     elif len(tokenizer) > model.config.vocab_size:
         raise ConfigError(f"the tokenizer has {len(tokenizer)} tokens but the model only "
@@ -67,8 +72,6 @@ def build_model(config, tokenizer, device: str, precision_dtype: torch.dtype, cl
 
 def _as_classifier(model, classes, seed: int):
     """The loaded model as a classifier of `classes`; ConfigError when there are none (not a labelled corpus)."""
-    from ..classifier import classifier_from
-
     if len(classes) < 2:
         raise ConfigError("task classify trains on a labelled corpus (a text and a label field, two or more "
                           "classes); this corpus has no labels")
@@ -79,8 +82,6 @@ def _refuse_lstm_qlora(path: str) -> None:
     """QLoRA quantizes linear layers to 4 bits under adapters; an LSTM's recurrent weights are no
     linear layers (bitsandbytes and peft cannot touch nn.LSTM), so it is refused before loading."""
     import json
-
-    from ..checkpoint import adapter_base, is_adapter
 
     folder = check_model_folder(adapter_base(path) if is_adapter(path) else path)
     if json.loads((folder / "config.json").read_text(encoding="utf-8")).get("model_type") == LSTM_MODEL_TYPE:

@@ -11,8 +11,13 @@ from pathlib import Path
 
 import torch
 
-from ..errors import TrainingError
 import minimind.training.distributed as dist
+
+from ..checkpoint import load_tokenizer_for
+from ..data import prepare_corpus
+from ..errors import TrainingError
+from ..tokenizer import iter_texts, load_tokenizer, save_tokenizer, train_tokenizer
+from ..vocabulary import coverage, extend_tokenizer
 from .batches import BatchStream
 from .budget import Budget
 from .checkpoint import latest_checkpoint, load_trainer_state, remove_partial
@@ -88,9 +93,6 @@ def set_up(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, start
 def prepare_tokenizer(cfg: TrainConfig, run: RunDir, info):
     """The run's tokenizer: the one named, the starting model's, a distillation teacher's (for a
     new student), the one this run trained before, or one trained now on the corpus."""
-    from ..checkpoint import load_tokenizer_for
-    from ..tokenizer import load_tokenizer, train_tokenizer
-
     own = run.path / "tokenizer"
     if cfg.model.tokenizer:
         return load_tokenizer(cfg.model.tokenizer)
@@ -121,10 +123,6 @@ def extend_run_tokenizer(cfg: TrainConfig, run: RunDir, own) -> None:
     `vocabulary.json` in the run folder."""
     import json
 
-    from ..checkpoint import load_tokenizer_for
-    from ..tokenizer import iter_texts, save_tokenizer
-    from ..vocabulary import coverage, extend_tokenizer
-
     def measured(tokenizer):
         return coverage(tokenizer, iter_texts(cfg.data.files, text_field=cfg.data.text_field, kind=cfg.data.kind))
 
@@ -144,8 +142,6 @@ def extend_run_tokenizer(cfg: TrainConfig, run: RunDir, own) -> None:
 
 def prepare_data(cfg: TrainConfig, tokenizer, info):
     """Prepared train/validation rows (the main process prepares, the others read its cache)."""
-    from ..data import prepare_corpus
-
     data_config = cfg.data
     if info.is_main:
         corpus = prepare_corpus(cfg.data.files, tokenizer, data_config)

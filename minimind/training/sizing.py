@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import torch
 
 from ..config import MiniMindConfig
+from ..lstm import MiniMindLSTMConfig, MiniMindLSTMForCausalLM
+from ..model import MiniMindForCausalLM
 
 LADDER = ("pico", "micro", "nano", "mini", "small", "base")
 # An LSTM model (model.architecture: lstm) climbs its own sizes (lstm.LSTM_PRESETS, sized like the
@@ -107,12 +109,8 @@ def ladder_for(architecture: str) -> tuple:
 def parameter_count(preset: str, vocab_size: int, overrides: dict | None = None,
                     architecture: str = "transformer") -> int:
     """Parameters of a new model of `preset` (tied embeddings counted once), without allocating it."""
-    if architecture == "lstm":
-        from ..lstm import MiniMindLSTMConfig as config_class, MiniMindLSTMForCausalLM as model_class
-    else:
-        from ..model import MiniMindForCausalLM as model_class
-
-        config_class = MiniMindConfig
+    config_class, model_class = ((MiniMindLSTMConfig, MiniMindLSTMForCausalLM) if architecture == "lstm"
+                                 else (MiniMindConfig, MiniMindForCausalLM))
     config = config_class.from_preset(preset, vocab_size=vocab_size, **(overrides or {}))
     with torch.device("meta"):
         model = model_class(config)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from ...checkpoint import load_model, load_tokenizer_for
 from ...errors import ConfigError
 from ...evaluate import token_logprobs
 from .language_model import nll_figures
@@ -88,8 +89,6 @@ class Distill:
 
     @classmethod
     def from_teacher(cls, cfg, tokenizer, device: str, precision, bpc_factor, log):
-        from ...checkpoint import load_model, load_tokenizer_for
-
         teacher_tokenizer = load_tokenizer_for(cfg.distill.teacher)
         if not same_vocabulary(teacher_tokenizer, tokenizer):
             differ = (f"{len(teacher_tokenizer)} vs {len(tokenizer)} tokens" if len(teacher_tokenizer) != len(tokenizer)

@@ -25,6 +25,7 @@ import torch
 
 from ...evaluate import token_logprobs
 from ..batches import IGNORE
+from ..rewards import score_answer
 from .rollouts import RolloutPolicy
 
 SEED_STRIDE = 1_000_003
@@ -125,8 +126,6 @@ class Grpo:
         return batches, metrics
 
     def _score(self, answer: list[int], prompt: str, record: dict) -> dict:
-        from ..rewards import score_answer
-
         return score_answer(self.rewards, self.policy.text(answer), prompt, record)
 
     def _training_batch(self, prompts: list[list[int]], answers: list[list[int]], advantages: torch.Tensor) -> dict:
@@ -196,8 +195,6 @@ class Grpo:
         rolled = self.policy.sample(prompts, seeds, self.g.max_new_tokens, self.g.temperature, self.g.top_k,
                                     self.g.top_p)
         answers = [self.policy.text(a) for a in rolled.answers]
-        from ..rewards import score_answer
-
         scores = [score_answer(self.rewards, a, t, r) for a, t, r in zip(answers, texts, records)]
         self.samples = [{"prompt": t, "answer": a, "reward": s["reward"],
                          "rewards": {k: v for k, v in s.items() if k != "reward"}}
