@@ -21,7 +21,8 @@ from minimind.commands.export import parse_formats  # noqa: E402
 from minimind.errors import ExportError  # noqa: E402
 from minimind.export import export, export_many  # noqa: E402
 from minimind.export import onnx as onnx_export  # noqa: E402
-from minimind.export.onnx import OnnxCausalLM, export_graph, io_names  # noqa: E402
+from minimind.export.onnx import export_graph, io_names  # noqa: E402
+from minimind.export.onnx_runner import OnnxCausalLM  # noqa: E402
 from minimind.export.verify import DEFAULT_EVAL_TEXT  # noqa: E402
 from minimind.tokenizer import save_tokenizer  # noqa: E402
 from helpers import tiny_config  # noqa: E402

@@ -50,7 +50,7 @@ _ONNX = ("# the graph's inputs/outputs are Optimum's Llama decoder-with-past lay
          "import onnxruntime\n"
          "session = onnxruntime.InferenceSession(FOLDER + '/model.onnx', providers=['CPUExecutionProvider'])\n"
          "# or, with the KV cache handled for you:\n"
-         "from minimind.export.onnx import OnnxCausalLM\n"
+         "from minimind.export.onnx_runner import OnnxCausalLM\n"
          "print(OnnxCausalLM(FOLDER).generate_greedy([0, 42], 32))")
 
 FORMATS: dict[str, FormatSpec] = {spec.name: spec for spec in [

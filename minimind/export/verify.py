@@ -31,6 +31,8 @@ from ..classifier import class_logits
 from ..errors import ExportError
 from ..evaluate import EvalResult, evaluate_documents
 from .formats import Tolerance
+from .onnx_runner import load_onnx
+from .runner import forced_logits, greedy, model_logits, uncached
 
 PROMPT_TOKENS = 8    # prompt = end-of-text + the first tokens of the held-out text
 GREEDY_TOKENS = 32   # greedy tokens compared after the prompt
@@ -95,43 +97,19 @@ def as_documents(text: str | list[str] | None) -> list[str]:
     return docs
 
 
-@torch.no_grad()
-def _greedy(model, prompt: list[int], n: int) -> list[int]:
-    ids = list(prompt)
-    for _ in range(n):
-        logits = model(input_ids=torch.tensor([ids], device=_device(model))).logits[0, -1]
-        ids.append(int(logits.float().argmax()))
-    return ids[len(prompt):]
-
-
-@torch.no_grad()
-def _forced_logits(model, prompt: list[int], continuation: list[int]) -> torch.Tensor:
-    """(len(continuation), vocab) logits predicting each continuation token from what precedes it."""
-    ids = torch.tensor([prompt + continuation[:-1]], device=_device(model))
-    return model(input_ids=ids).logits[0, len(prompt) - 1:].float().cpu()
-
-
-def _device(model) -> torch.device:
-    return next(model.parameters()).device
-
-
 def make_reference(model, tokenizer, text: str | list[str] | None = None) -> Reference:
     """Score the source once: held-out perplexity, and its greedy answer to the fixed prompt."""
     documents = as_documents(text)
     context = min(getattr(model.config, "max_position_embeddings", EVAL_CONTEXT), EVAL_CONTEXT)
     document_ids = tokenizer(documents, add_special_tokens=False)["input_ids"]
     prompt = [tokenizer.eos_token_id] + document_ids[0][:PROMPT_TOKENS]
-    greedy = _greedy(model, prompt, GREEDY_TOKENS)
-    logits = _forced_logits(model, prompt, greedy)
+    logits_of = model_logits(model)
+    picks = greedy(uncached(logits_of), prompt, GREEDY_TOKENS)
+    logits = forced_logits(logits_of, prompt, picks)
     result = evaluate_documents(model, tokenizer, documents, context=context)
     window = ([tokenizer.eos_token_id] + document_ids[0])[:min(WINDOW_TOKENS, context)]
-    window_logits = _window_logits(model, window)
-    return Reference(documents, document_ids, prompt, greedy, logits, result, context, window, window_logits)
-
-
-@torch.no_grad()
-def _window_logits(model, window: list[int]) -> torch.Tensor:
-    return model(input_ids=torch.tensor([window], device=_device(model))).logits[0].float().cpu()
+    window_logits = logits_of(window).float().cpu()
+    return Reference(documents, document_ids, prompt, picks, logits, result, context, window, window_logits)
 
 
 def compare_greedy(reference: Reference, logits: torch.Tensor, tolerance: Tolerance) -> tuple[int, int, list[str]]:
@@ -228,7 +206,7 @@ def check(model, tokenizer, reference, tolerance: Tolerance) -> Verification:
         problems.append("the exported tokenizer splits the held-out text differently from the source")
     with warnings.catch_warnings():  # bitsandbytes warns on every matmul that it casts to float16
         warnings.simplefilter("ignore", UserWarning)
-        logits = _forced_logits(model, reference.prompt, reference.greedy)
+        logits = forced_logits(model_logits(model), reference.prompt, reference.greedy)
         result = evaluate_documents(model, tokenizer, reference.documents, context=reference.context)
     prefix, agree, greedy_problems = compare_greedy(reference, logits, tolerance)
     problems += greedy_problems
@@ -252,7 +230,8 @@ def compare_logits(model, reference: Reference, forced: torch.Tensor, atol: floa
     """(max |logit difference|, problems) on the held-out window and the greedy positions."""
     diffs = [float((forced - reference.logits).abs().max())]
     if reference.window_logits is not None and reference.window:
-        diffs.append(float((_window_logits(model, reference.window) - reference.window_logits).abs().max()))
+        window_logits = model_logits(model)(reference.window).float().cpu()
+        diffs.append(float((window_logits - reference.window_logits).abs().max()))
     worst = max(diffs)
     if not worst <= atol:  # also catches NaN
         return worst, [f"logits differ from the source's by up to {worst:.3g} (the format allows {atol:g})"]
@@ -282,8 +261,6 @@ def load_export(fmt: str, path: Path):
     from ..checkpoint import check_model_folder
 
     if fmt.startswith("onnx"):
-        from .onnx import load_onnx
-
         return load_onnx(path), AutoTokenizer.from_pretrained(path)
     if fmt.startswith("gguf"):
         folder, name = path.parent, path.name
