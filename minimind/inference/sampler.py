@@ -4,7 +4,7 @@ In order: repetition penalty over every token seen (prompt included, as transfor
 does), the UTF-8 guard (tokens that would make the text impossible to complete as UTF-8
 are masked, see utf8.py), then temperature 0 = argmax, else temperature, top-k, top-p
 and a draw from the request's own seeded generator. Stop strings are matched on text
-(generation.TextStream), since a stop string may span tokens.
+(minimind.generation.TextStream), since a stop string may span tokens.
 """
 
 from __future__ import annotations
