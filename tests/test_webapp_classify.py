@@ -16,7 +16,8 @@ from webapp import classifiers
 from webapp.app import build_app
 from webapp.context import AppContext
 from webapp.jobs import JobManager
-from webapp.tabs import chat, corpus, train as train_tab
+from webapp.tabs import chat, corpus, run_view, train as train_tab, train_form
+from webapp.tabs.train_form import TrainForm
 from webapp.workspace import Workspace, WorkspaceError
 from helpers import SAMPLE_TEXTS
 from training_helpers import save_base_model
@@ -24,7 +25,8 @@ from webapp_helpers import make_shipped
 
 POEM = "".join(SAMPLE_TEXTS[:3])      # class "poem": pieces of Tang poems
 PLAY = " ".join(SAMPLE_TEXTS[3:6])    # class "play": pieces of English lines
-NUMBERS = [6, 8, 32, 3e-3, 1, "fp32", 8, 16, 3]  # steps, batch, seq_len, lr, accum, precision, rank, alpha, eval_every
+NUMBERS = {"steps": 6, "batch": 8, "seq_len": 32, "lr": 3e-3, "accum": 1,
+           "precision": "fp32", "rank": 8, "alpha": 16, "eval_every": 3}
 
 
 def write_csv(path, n: int = 40, seed: int = 0, unbalanced: bool = False):
@@ -117,15 +119,15 @@ def test_picking_a_corpus_of_the_same_kind_keeps_the_typed_settings(ctx, tmp_pat
 
 def test_the_classify_config_is_built_and_wrong_choices_are_refused(ctx, tmp_path):
     saved_labelled(ctx, tmp_path)
-    config = train_tab.build_config(ctx, "shipped:minimind-tang", "lora", "reviews", *NUMBERS,
-                                    task="classify", class_weights="balanced")
+    config = TrainForm(base="shipped:minimind-tang", mode="lora", corpus="reviews", **NUMBERS,
+                       task="classify", class_weights="balanced").to_config(ctx)
     assert isinstance(config, TrainConfig)
     assert config.task == "classify" and config.mode == "lora" and config.classify.class_weights == "balanced"
     assert config.model.init_from.endswith("minimind-tang") and config.max_steps == 6
     assert config.data.files[0].endswith("reviews.csv")
     for mode in ("sft", "qlora"):
-        assert train_tab.build_config(ctx, "shipped:minimind-tang", mode, "reviews", *NUMBERS,
-                                      task="classify").classify.class_weights == ""
+        assert TrainForm(base="shipped:minimind-tang", mode=mode, corpus="reviews", **NUMBERS,
+                         task="classify").to_config(ctx).classify.class_weights == ""
     refusals = [
         (dict(mode="lora", task="generate"), "labelled text: train a classifier"),
         (dict(mode="pretrain", task="classify"), "mode sft .*, lora or qlora"),
@@ -138,11 +140,12 @@ def test_the_classify_config_is_built_and_wrong_choices_are_refused(ctx, tmp_pat
         base = settings.pop("base", "shipped:minimind-tang")
         mode = settings.pop("mode")
         with pytest.raises(WorkspaceError, match=message):
-            train_tab.build_config(ctx, base, mode, "reviews", *NUMBERS, **settings)
+            TrainForm(base=base, mode=mode, corpus="reviews", **NUMBERS, **settings).to_config(ctx)
     ctx.workspace.save_corpus("poems", [write_csv(tmp_path / "p.csv")], {"kind": "auto"},
                               {"kind": "text", "documents": 40})
     with pytest.raises(WorkspaceError, match="a classifier learns from labelled text"):
-        train_tab.build_config(ctx, "shipped:minimind-tang", "lora", "poems", *NUMBERS, task="classify")
+        TrainForm(base="shipped:minimind-tang", mode="lora", corpus="poems", **NUMBERS,
+                  task="classify").to_config(ctx)
 
 
 def hand_written_run(ctx, run_id="20260101-000000-classify"):
@@ -166,12 +169,12 @@ def hand_written_run(ctx, run_id="20260101-000000-classify"):
 
 def test_the_run_view_shows_accuracy_f1_and_the_confusion_matrix(ctx):
     run_id = hand_written_run(ctx)
-    plot, series = train_tab.watch_objective(ctx, run_id)
+    plot, series = run_view.watch_objective(ctx, run_id)
     assert series == ["accuracy", "val_accuracy", "val_macro_f1"] and plot["visible"] is True
     assert list(plot["value"].query("series == 'val_macro_f1'")["value"]) == [0.33, 0.7333]
-    facts = train_tab.watch(ctx, run_id)[1]
+    facts = run_view.watch(ctx, run_id)[1]
     assert "**Val accuracy:** 0.750" in facts and "**Val macro-F1:** 0.733" in facts
-    line, table, drawn = train_tab.watch_confusion(ctx, run_id)
+    line, table, drawn = run_view.watch_confusion(ctx, run_id)
     assert line["visible"] is True and "all 8 validation rows" in line["value"] and "macro-F1 0.733" in line["value"]
     frame = table["value"].data  # a pandas Styler: the counts, each cell tinted by its share of the row
     assert list(frame.columns) == ["true \\ predicted", "李白", "杜甫"]
@@ -179,13 +182,13 @@ def test_the_run_view_shows_accuracy_f1_and_the_confusion_matrix(ctx):
     css = table["value"].to_html()
     assert "rgba(99,102,241,0.90)" in css and "rgba(239,68,68,0.53)" in css  # right 4/4; wrong 2/4
     # unchanged: nothing sent again on the next tick; another run without a matrix: hidden
-    again = train_tab.watch_confusion(ctx, run_id, drawn)
+    again = run_view.watch_confusion(ctx, run_id, drawn)
     assert "value" not in again[1] and again[2] == drawn
     other = ctx.workspace.runs / "20260101-000001-lora"
     other.mkdir()
     (other / "config.yaml").write_text("mode: lora\n")
     (other / "status.json").write_text(json.dumps({"state": "running", "mode": "lora"}))
-    line, table, drawn = train_tab.watch_confusion(ctx, other.name, drawn)
+    line, table, drawn = run_view.watch_confusion(ctx, other.name, drawn)
     assert line["visible"] is False and table["visible"] is False and drawn is None
 
 
@@ -193,8 +196,8 @@ def test_a_broken_confusion_file_is_not_drawn(ctx):
     run_id = hand_written_run(ctx)
     (ctx.workspace.runs / run_id / "confusion.json").write_text('{"labels": ["a"], "matrix": [[1, 2]]}')
     assert classifiers.read_confusion(ctx.workspace.runs / run_id) is None
-    assert "value" not in train_tab.watch_confusion(ctx, run_id)[1]  # never drawn: stays hidden, nothing sent
-    assert train_tab.watch_confusion(ctx, run_id, "another@1")[1]["visible"] is False  # one drawn before: hidden
+    assert "value" not in run_view.watch_confusion(ctx, run_id)[1]  # never drawn: stays hidden, nothing sent
+    assert run_view.watch_confusion(ctx, run_id, "another@1")[1]["visible"] is False  # one drawn before: hidden
 
 
 # ---- a tiny trained classifier: the Try panel and the API ----------------------------------------
@@ -317,9 +320,9 @@ def test_a_full_classifier_run_is_a_base_for_a_classifier_not_a_teacher(ctx):
     step = ctx.workspace.runs / run_id / "checkpoints" / "step-4"
     step.mkdir(parents=True)
     (step / "config.json").write_text(json.dumps({"architectures": ["MiniMindForSequenceClassification"]}))
-    assert f"run:{run_id}" in {v for _, v in train_tab.base_choices(ctx)}
+    assert f"run:{run_id}" in {v for _, v in train_form.base_choices(ctx)}
     assert f"run:{run_id}" in {v for _, v in classifiers.classifier_choices(ctx)}
-    teachers = {v for _, v in train_tab.teacher_choices(ctx)}
+    teachers = {v for _, v in train_form.teacher_choices(ctx)}
     assert f"run:{run_id}" not in teachers and "shipped:minimind-tang" in teachers
 
 

@@ -16,13 +16,14 @@ from webapp.app import build_app
 from webapp.context import AppContext, user_errors
 from webapp.i18n import EN
 from webapp.jobs import JobManager
-from webapp.tabs import compare, train
+from webapp.tabs import compare, run_view
+from webapp.tabs.train_form import TrainForm
 from webapp.workspace import Workspace, WorkspaceError
 from helpers import ROOT
 from webapp_helpers import START_INPUTS, LiveServer, free_port
 
-# steps, batch, seq_len, lr, accum, precision, rank, alpha, eval_every
-NUMBERS = [5, 2, 64, 1e-4, 1, "fp32", 4, 8, 0]
+NUMBERS = {"steps": 5, "batch": 2, "seq_len": 64, "lr": 1e-4, "accum": 1,
+           "precision": "fp32", "rank": 4, "alpha": 8, "eval_every": 0}
 SHIPPED = "shipped:minimind-tang"
 
 
@@ -128,7 +129,7 @@ def test_the_architecture_of_a_fine_tune_is_its_checkpoints(ctx):
 
 def test_the_run_view_names_the_architecture(ctx):
     _two_runs(ctx)
-    facts = train.watch(ctx, "r-lstm")[1]
+    facts = run_view.watch(ctx, "r-lstm")[1]
     assert "**Architecture:** LSTM + attention" in facts
 
 
@@ -194,17 +195,18 @@ def test_the_architecture_maps_onto_the_model_section(architecture, expected):
 @pytest.mark.parametrize("bad", ["gpt", "../rope", 3, ["rope"]])
 def test_an_unknown_architecture_is_refused(ctx, bad):
     with pytest.raises(WorkspaceError, match="architecture must be one of rope, alibi"):
-        train.build_config(ctx, "new:nano", "pretrain", "tang", *NUMBERS, architecture=bad)
+        TrainForm(base="new:nano", mode="pretrain", corpus="tang", **NUMBERS, architecture=bad).to_config(ctx)
 
 
 @pytest.mark.parametrize("architecture", ["alibi", "sinusoidal", "learned", "none"])
 def test_a_new_transformer_gets_its_position_encoding(ctx, architecture):
-    config = train.build_config(ctx, "new:nano", "pretrain", "tang", *NUMBERS, architecture=architecture)
+    form = TrainForm(base="new:nano", mode="pretrain", corpus="tang", **NUMBERS, architecture=architecture)
+    config = form.to_config(ctx)
     assert config.model.preset == "nano" and config.model.overrides == {"position_encoding": architecture}
 
 
 def test_the_default_new_model_is_unchanged(ctx):
-    config = train.build_config(ctx, "new:nano", "pretrain", "tang", *NUMBERS)
+    config = TrainForm(base="new:nano", mode="pretrain", corpus="tang", **NUMBERS).to_config(ctx)
     assert config.model.overrides == {} and config.model.preset == "nano"
 
 
@@ -212,13 +214,15 @@ def test_the_default_new_model_is_unchanged(ctx):
                     reason="model.architecture (the LSTM family) is not in the training config yet")
 @pytest.mark.parametrize("architecture, attention", [("lstm", None), ("lstm_attention", True)])
 def test_a_new_lstm_is_an_lstm_run(ctx, architecture, attention):
-    config = train.build_config(ctx, "new:nano", "pretrain", "tang", *NUMBERS, architecture=architecture)
+    form = TrainForm(base="new:nano", mode="pretrain", corpus="tang", **NUMBERS, architecture=architecture)
+    config = form.to_config(ctx)
     assert config.model.architecture == "lstm"
     assert config.model.overrides.get("use_attention") == attention
 
 
 def test_fine_tuning_ignores_the_architecture(ctx):
-    config = train.build_config(ctx, SHIPPED, "lora", "tang", *NUMBERS, architecture="lstm_attention")
+    form = TrainForm(base=SHIPPED, mode="lora", corpus="tang", **NUMBERS, architecture="lstm_attention")
+    config = form.to_config(ctx)
     assert config.model.overrides == {} and config.model.init_from.endswith("minimind-tang")
     assert getattr(config.model, "architecture", "transformer") != "lstm"
 

@@ -7,15 +7,17 @@ import pytest
 import torch
 
 from minimind.training import precision as training_precision
-from webapp.tabs import train
+from minimind.training.config import ADAPTER_MODES
+from webapp.tabs import train, train_form
 
 
 @pytest.fixture
 def gpu(monkeypatch):
     """A CUDA device as PyTorch would report it: name, bf16 support and count are the test's to set."""
     found = {"name": "NVIDIA L4", "bf16": True, "count": 1}
-    monkeypatch.setattr(train, "pick_device", lambda *_: "cuda")
-    monkeypatch.setattr(train, "bf16_supported", lambda *_: found["bf16"])
+    for tab in (train, train_form):  # the Device line, and the form's defaults and process count
+        monkeypatch.setattr(tab, "pick_device", lambda *_: "cuda")
+        monkeypatch.setattr(tab, "bf16_supported", lambda *_: found["bf16"])
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_: found["name"])
     monkeypatch.setattr(torch.cuda, "device_count", lambda: found["count"])
     return found
@@ -30,13 +32,13 @@ def test_the_device_line_names_the_gpu_and_the_precision_the_trainer_will_use(gp
 
 
 def test_train_tab_defaults_grow_on_a_gpu(gpu, monkeypatch):
-    on_gpu = {mode: train.defaults_for(mode, "lora" if mode in train.ADAPTABLE else "full")
+    on_gpu = {mode: train_form.defaults_for(mode, "lora" if mode in ADAPTER_MODES else "full")
               for mode in ("pretrain", "lora", "grpo")}
-    monkeypatch.setattr(train, "pick_device", lambda *_: "cpu")
-    on_cpu = {mode: train.defaults_for(mode, "lora" if mode in train.ADAPTABLE else "full")
+    monkeypatch.setattr(train_form, "pick_device", lambda *_: "cpu")
+    on_cpu = {mode: train_form.defaults_for(mode, "lora" if mode in ADAPTER_MODES else "full")
               for mode in ("pretrain", "lora", "grpo")}
     assert [on_gpu[m][2] for m in on_gpu] == [32, 16, 8]  # batch: new model, fine-tune, GRPO prompts (x 8 answers)
     assert [on_cpu[m][2] for m in on_cpu] == [4, 8, 4]
     gpu.update(count=4)
-    monkeypatch.setattr(train, "pick_device", lambda *_: "cuda")
-    assert train.max_processes() == 4  # a 4-GPU Space: up to one process per GPU from the Processes field
+    monkeypatch.setattr(train_form, "pick_device", lambda *_: "cuda")
+    assert train_form.max_processes() == 4  # a 4-GPU Space: up to one process per GPU from the Processes field

@@ -15,13 +15,14 @@ from minimind.training.rewards import describe_rewards
 from webapp.app import build_app
 from webapp.context import AppContext, user_errors
 from webapp.jobs import JobManager
-from webapp.tabs import grpo, train
+from webapp.tabs import grpo, run_view, train, train_form
+from webapp.tabs.train_form import TrainForm
 from webapp.workspace import Workspace, WorkspaceError
 from helpers import ROOT
 from webapp_helpers import START_INPUTS, LiveServer, free_port
 
-# steps, batch, seq_len, lr, accum, precision, rank, alpha, eval_every
-NUMBERS = [5, 2, 64, 1e-4, 1, "fp32", 4, 8, 0]
+NUMBERS = {"steps": 5, "batch": 2, "seq_len": 64, "lr": 1e-4, "accum": 1,
+           "precision": "fp32", "rank": 4, "alpha": 8, "eval_every": 0}
 BASE = "shipped:minimind-tang"
 DISTILL_AND_DPO = ["full", 0.5, BASE, 2.0, 0.5]  # weights, beta, teacher, temperature, kl_weight
 
@@ -58,15 +59,15 @@ def _widgets(**ticked) -> list:
 
 
 def _config(ctx, corpus="prompts", mode="grpo", **objective):
-    return train.build_config(ctx, BASE, mode, corpus, *NUMBERS, **objective)
+    return TrainForm(base=BASE, mode=mode, corpus=corpus, **NUMBERS, **objective).to_config(ctx)
 
 
 def test_the_mode_and_its_reward_boxes_come_from_the_library():
-    assert "grpo" in train.MODES and train.MODES[-1] == "grpo"
+    assert "grpo" in train_form.MODES and train_form.MODES[-1] == "grpo"
     assert [k["name"] for k in grpo.REWARD_KINDS] == [k["name"] for k in describe_rewards()]
     assert grpo.default_spec() == [{"name": "form", "weight": 1.0}, {"name": "rhyme", "weight": 1.0}]
-    lr, steps, batch = train.defaults_for("grpo")
-    assert lr < train.defaults_for("grpo", "lora")[0] and steps > 0 and batch >= 1
+    lr, steps, batch = train_form.defaults_for("grpo")
+    assert lr < train_form.defaults_for("grpo", "lora")[0] and steps > 0 and batch >= 1
 
 
 def test_the_config_built_from_the_page_inputs(ctx):
@@ -102,7 +103,8 @@ def test_a_bad_reward_shows_the_config_error_before_any_run(ctx):
         _config(ctx, rewards=bad)
     # on the page: the same message, and no run folder
     with pytest.raises(gr.Error, match="does not compile") as shown:
-        user_errors(lambda: train.start(ctx, BASE, "grpo", "prompts", *NUMBERS, *DISTILL_AND_DPO, bad))()
+        user_errors(lambda: train.start(ctx, TrainForm(base=BASE, mode="grpo", corpus="prompts", **NUMBERS,
+                                                       rewards=bad)))()
     assert "Traceback" not in str(shown.value) and not list(ctx.workspace.runs.iterdir())
     with pytest.raises(ConfigError, match="parameter .pattern. is required"):
         _config(ctx, rewards=grpo.reward_spec(*_widgets(regex=(1.0, {}))))
@@ -137,7 +139,7 @@ def test_the_corpus_must_hold_prompts_and_the_start_an_existing_model(ctx):
     with pytest.raises(WorkspaceError, match="holds prompts without answers: train on it with mode grpo"):
         _config(ctx, "prompts", "sft")
     with pytest.raises(WorkspaceError, match="grpo fine-tunes an existing model"):
-        train.build_config(ctx, "new:nano", "grpo", "prompts", *NUMBERS)
+        TrainForm(base="new:nano", mode="grpo", corpus="prompts", **NUMBERS).to_config(ctx)
 
 
 GRPO_METRICS = [
@@ -173,12 +175,13 @@ def _grpo_run(ctx, name="r-grpo", samples=SAMPLES, status=None):
 
 def test_the_rewards_plot_and_the_rollout_table_of_a_run(ctx):
     run = _grpo_run(ctx)
-    assert train.run_objective(run) == "grpo"
-    assert train.objective_series(run, "grpo") == ["reward", "reward_form", "reward_rhyme", "kl", "val_reward"]
-    series = {name: list(g["value"]) for name, g in train.objective_curve(run).groupby("series")}
+    assert run_view.run_objective(run) == "grpo"
+    assert run_view.objective_series(run, "grpo") == ["reward", "reward_form", "reward_rhyme", "kl", "val_reward"]
+    series = {name: list(g["value"]) for name, g in run_view.objective_curve(run).groupby("series")}
     assert series == {"reward": [0.30, 0.45], "reward_form": [0.40, 0.60], "reward_rhyme": [0.20, 0.30],
                       "kl": [0.0, 0.002], "val_reward": [0.35, 0.5]}  # reward_std, val_reward_form: not plotted
-    assert train.objective_facts(run.read_status(), "grpo") == ["**Held-out reward:** 0.500", "**Answer tokens:** 23"]
+    facts = run_view.objective_facts(run.read_status(), "grpo")
+    assert facts == ["**Held-out reward:** 0.500", "**Answer tokens:** 23"]
 
     table = grpo.rollout_table(run)
     assert list(table.columns) == ["step", "prompt", "answer", "reward", "form", "rhyme"]
@@ -203,12 +206,12 @@ def test_the_plot_is_redrawn_when_its_series_change(ctx):
     """Gradio 6 leaves a series that first appears in a value update undrawn: an update whose
     series differ from those last drawn names them as the legend, which redraws the plot."""
     _grpo_run(ctx)
-    first, series = train.watch_objective(ctx, "r-grpo", [])
+    first, series = run_view.watch_objective(ctx, "r-grpo", [])
     assert series == ["reward", "reward_form", "reward_rhyme", "kl", "val_reward"]
     assert first["colors_in_legend"] == series and first["visible"] is True
-    same, _ = train.watch_objective(ctx, "r-grpo", series)
+    same, _ = run_view.watch_objective(ctx, "r-grpo", series)
     assert "colors_in_legend" not in same and same["value"] is not None  # values only: no flicker
-    hidden, none = train.watch_objective(ctx, "", series)
+    hidden, none = run_view.watch_objective(ctx, "", series)
     assert hidden["visible"] is False and none == []
 
 
@@ -234,11 +237,11 @@ def test_the_page_api_serves_rollouts_and_refuses_a_bad_reward(tmp_path):
 
         bad = [{"name": "regex", "weight": 1, "pattern": "(unclosed"}]
         with pytest.raises(Exception, match="pattern '\\(unclosed' does not compile") as refused:
-            client.predict(BASE, "grpo", "prompts", *NUMBERS, *DISTILL_AND_DPO, bad, 4, 0.04, 32,
+            client.predict(BASE, "grpo", "prompts", *NUMBERS.values(), *DISTILL_AND_DPO, bad, 4, 0.04, 32,
                            api_name="/start_training")
         assert "Traceback" not in str(refused.value) and str(tmp_path) not in str(refused.value)
         with pytest.raises(Exception, match="group size must be a whole number between 2 and 16"):
-            client.predict(BASE, "grpo", "prompts", *NUMBERS, *DISTILL_AND_DPO, grpo.default_spec(),
+            client.predict(BASE, "grpo", "prompts", *NUMBERS.values(), *DISTILL_AND_DPO, grpo.default_spec(),
                            64, 0.04, 32, api_name="/start_training")
         assert [p.name for p in ws.runs.iterdir()] == ["r-grpo"]
 

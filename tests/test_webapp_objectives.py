@@ -12,13 +12,14 @@ from minimind.training import RunDir, TrainConfig
 from webapp.app import build_app
 from webapp.context import AppContext
 from webapp.jobs import JobManager
-from webapp.tabs import train
+from webapp.tabs import run_view, train_form
+from webapp.tabs.train_form import TrainForm
 from webapp.workspace import Workspace, WorkspaceError
 from helpers import ROOT
 from webapp_helpers import START_INPUTS, LiveServer, free_port
 
-# steps, batch, seq_len, lr, accum, precision, rank, alpha, eval_every
-NUMBERS = [5, 2, 64, 1e-4, 1, "fp32", 4, 8, 0]
+NUMBERS = {"steps": 5, "batch": 2, "seq_len": 64, "lr": 1e-4, "accum": 1,
+           "precision": "fp32", "rank": 4, "alpha": 8, "eval_every": 0}
 
 
 def _model(folder, adapter=False):
@@ -47,14 +48,14 @@ def ctx(tmp_path):
 
 
 def _config(ctx, base, mode, corpus, **objective):
-    return train.build_config(ctx, base, mode, corpus, *NUMBERS, **objective)
+    return TrainForm(base=base, mode=mode, corpus=corpus, **NUMBERS, **objective).to_config(ctx)
 
 
 def test_the_mode_choice_offers_dpo_and_distill_with_their_own_pickers(ctx):
-    assert train.MODES == ["pretrain", "sft", "lora", "qlora", "dpo", "distill", "grpo"]
-    teachers = [value for _, value in train.teacher_choices(ctx)]
+    assert train_form.MODES == ["pretrain", "sft", "lora", "qlora", "dpo", "distill", "grpo"]
+    teachers = [value for _, value in train_form.teacher_choices(ctx)]
     assert teachers == ["shipped:minimind-tang", "shipped:minimind-small"]  # the default first; no adapter
-    bases = [value for _, value in train.base_choices(ctx)]
+    bases = [value for _, value in train_form.base_choices(ctx)]
     assert "new:auto" in bases and set(teachers) < set(bases) and "shipped:tang-adapter" not in bases
 
 
@@ -124,12 +125,12 @@ def test_a_corpus_saved_as_chat_without_a_summary_is_refused_by_the_config(ctx):
 
 
 def test_defaults_for_every_mode_and_weights():
-    for mode in train.MODES:
-        lr, steps, batch = train.defaults_for(mode)
+    for mode in train_form.MODES:
+        lr, steps, batch = train_form.defaults_for(mode)
         assert 0 < lr <= 1 and steps > 0 and batch >= 1
-    assert train.defaults_for("dpo")[0] < train.defaults_for("dpo", "lora")[0]  # full DPO moves gently
-    assert train.defaults_for("distill")[1] == 300  # full weights: a new student, trained like pretraining
-    assert train.defaults_for("distill", "lora")[1] == 100
+    assert train_form.defaults_for("dpo")[0] < train_form.defaults_for("dpo", "lora")[0]  # full DPO moves gently
+    assert train_form.defaults_for("distill")[1] == 300  # full weights: a new student, trained like pretraining
+    assert train_form.defaults_for("distill", "lora")[1] == 100
 
 
 def _run(ctx, name, mode, metrics, status=None):
@@ -168,29 +169,30 @@ def _series(frame):
 def test_the_objective_plot_and_facts_follow_the_run_objective(ctx):
     dpo = _run(ctx, "r-dpo", "dpo", DPO_METRICS, {"state": "running", "objective": "dpo", "val_accuracy": 0.83,
                                                    "val_reward_margin": 1.2, "val_kl": 0.05})
-    assert train.run_objective(dpo) == "dpo"
-    assert _series(train.objective_curve(dpo)) == {
+    assert run_view.run_objective(dpo) == "dpo"
+    assert _series(run_view.objective_curve(dpo)) == {
         "accuracy": [0.5, 0.75], "reward_margin": [0.01, 0.2],
         "val_accuracy": [0.83], "val_reward_margin": [1.2], "val_kl": [0.05]}
-    assert list(train.objective_curve(dpo).columns) == ["step", "value", "series"]
-    facts = train.objective_facts(dpo.read_status(), "dpo")
+    assert list(run_view.objective_curve(dpo).columns) == ["step", "value", "series"]
+    facts = run_view.objective_facts(dpo.read_status(), "dpo")
     assert facts == ["**Preference accuracy:** 0.83", "**Reward margin:** 1.2", "**KL to reference:** 0.05"]
 
     # a queued run has no objective in its status yet: its config names the mode
     distill = _run(ctx, "r-distill", "distill", DISTILL_METRICS)
-    assert train.run_objective(distill) == "distill"
-    assert _series(train.objective_curve(distill)) == {"ce": [4.0, 3.5], "kl": [2.0, 1.5], "val_kl": [1.4]}
-    assert train.objective_facts({"val_kl": 1.4, "val_ppl": 30.0}, "distill") == [
+    assert run_view.run_objective(distill) == "distill"
+    assert _series(run_view.objective_curve(distill)) == {"ce": [4.0, 3.5], "kl": [2.0, 1.5], "val_kl": [1.4]}
+    assert run_view.objective_facts({"val_kl": 1.4, "val_ppl": 30.0}, "distill") == [
         "**KL to teacher:** 1.4", "**Val perplexity:** 30.00"]
 
     plain = _run(ctx, "r-lora", "lora", [{"step": 2, "loss": 3.0}, {"step": 2, "val_loss": 3.1}],
                  {"state": "finished", "objective": "language_model"})
-    assert train.run_objective(plain) == "language_model"
-    assert train.objective_curve(plain) is None and train.objective_facts(plain.read_status(), "language_model") == []
-    assert train.objective_curve(_run(ctx, "r-empty", "dpo", [])) is None  # nothing logged yet
+    assert run_view.run_objective(plain) == "language_model"
+    assert run_view.objective_curve(plain) is None
+    assert run_view.objective_facts(plain.read_status(), "language_model") == []
+    assert run_view.objective_curve(_run(ctx, "r-empty", "dpo", [])) is None  # nothing logged yet
 
     # the loss plot is every objective's: train and validation lines
-    loss = train._curve(dpo)
+    loss = run_view.loss_curve(dpo)
     assert set(loss["series"]) == {"train", "validation"} and list(loss["loss"]) == [0.69, 0.6, 0.62]
 
 

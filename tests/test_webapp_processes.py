@@ -10,12 +10,15 @@ from minimind.training import RunDir, TrainConfig
 from minimind.training.checkpoint import latest_checkpoint
 from webapp.context import AppContext
 from webapp.jobs import JobManager, _pid_alive
-from webapp.tabs import train
+from webapp.tabs import run_view, train, train_form
+from webapp.tabs.train_form import TrainForm
 from webapp.workspace import Workspace, WorkspaceError
 from training_helpers import losses, write_text_corpus
 from webapp_helpers import make_shipped, wait_for
 
 BASE = "shipped:minimind-tang"
+POEMS = {"steps": 4, "batch": 2, "seq_len": 32, "lr": 1e-3, "accum": 1,
+         "precision": "fp32", "rank": 4, "alpha": 8, "eval_every": 0}
 
 
 @pytest.fixture
@@ -29,11 +32,9 @@ def ctx(tmp_path, monkeypatch):
 
 def _start(ctx, steps: int, batch: int, processes: int, parallel: str = "ddp") -> str:
     """What the Start button does: build the page's config, queue it, launch it."""
-    # steps, batch, seq_len, lr, accum, precision, rank, alpha, eval_every
-    numbers = [steps, batch, 32, 1e-3, 1, "fp32", 4, 8, 0]
-    args = [BASE, "sft", "poems", *numbers, "full", 0.5, None, 2.0, 0.5, None, 8, 0.04, 96, "steps", 10,
-            processes, parallel, []]  # the new inputs come last, as /start_training takes them
-    run_choice, _ = train.start(ctx, *args)
+    form = TrainForm(base=BASE, mode="sft", corpus="poems", **{**POEMS, "steps": steps, "batch": batch},
+                     processes=processes, parallel=parallel, report_to=[])
+    run_choice, _ = train.start(ctx, form)
     return run_choice["value"]
 
 
@@ -52,16 +53,15 @@ def _stdout(ctx, run_id: str) -> str:
 
 
 def test_the_page_bounds_processes_and_keeps_them_in_the_run_config(ctx):
-    assert train.max_processes() >= 2  # a CPU machine takes at least two (gloo)
-    config = train.build_config(ctx, BASE, "sft", "poems", 4, 2, 32, 1e-3, 1, "fp32", 4, 8, 0,
-                                processes=2, parallel="fsdp")
+    assert train_form.max_processes() >= 2  # a CPU machine takes at least two (gloo)
+    config = TrainForm(base=BASE, mode="sft", corpus="poems", **POEMS, processes=2, parallel="fsdp").to_config(ctx)
     assert (config.processes, config.distributed, config.report_to) == (2, "fsdp", [])
-    assert train.build_config(ctx, BASE, "sft", "poems", 4, 2, 32, 1e-3, 1, "fp32", 4, 8, 0).processes == 1
-    for bad in (0, 1.5, train.max_processes() + 1, "two"):
+    assert TrainForm(base=BASE, mode="sft", corpus="poems", **POEMS).to_config(ctx).processes == 1
+    for bad in (0, 1.5, train_form.max_processes() + 1, "two"):
         with pytest.raises(WorkspaceError, match="processes must be a"):
-            train.build_config(ctx, BASE, "sft", "poems", 4, 2, 32, 1e-3, 1, "fp32", 4, 8, 0, processes=bad)
+            TrainForm(base=BASE, mode="sft", corpus="poems", **POEMS, processes=bad).to_config(ctx)
     with pytest.raises(WorkspaceError, match="parallelism must be one of ddp, fsdp"):
-        train.build_config(ctx, BASE, "sft", "poems", 4, 2, 32, 1e-3, 1, "fp32", 4, 8, 0, parallel="zero3")
+        TrainForm(base=BASE, mode="sft", corpus="poems", **POEMS, parallel="zero3").to_config(ctx)
 
 
 def test_a_two_process_run_from_the_page_matches_one_process_with_the_doubled_batch(ctx):
@@ -77,7 +77,7 @@ def test_a_two_process_run_from_the_page_matches_one_process_with_the_doubled_ba
     for step in a:
         assert abs(a[step] - b[step]) < 1e-4, (step, a[step], b[step])
     # the page shows it as any run: progress, a loss curve with its train line
-    bar, facts, curve, *_ = train.watch(ctx, two)
+    bar, facts, curve, *_ = run_view.watch(ctx, two)
     assert "step 3/3" in bar and set(curve["series"]) == {"train", "validation"}
 
 
@@ -107,21 +107,20 @@ def test_stop_and_resume_a_two_process_run(ctx):
     assert f"resumed from step-{stopped_at}" in run.log_file.read_text()
 
 
-@pytest.mark.parametrize("tail, message", [
-    (["x" * 10_000, "ddp", [], False], "processes must be a number"),
-    ([1, "../../etc", [], False], "parallelism must be one of ddp, fsdp"),
-    ([1, "ddp", ["../../etc/passwd"], False], "report_to takes tensorboard, trackio"),
-    ([1, "ddp", ["y" * 100_000], False], "report_to takes tensorboard, trackio"),
-    ([1, "ddp", [], "yes"], "must be true or false"),
-    ([1, "ddp", [], [1] * 5], "must be true or false"),
+@pytest.mark.parametrize("hostile, message", [
+    ({"processes": "x" * 10_000}, "processes must be a number"),
+    ({"parallel": "../../etc"}, "parallelism must be one of ddp, fsdp"),
+    ({"report_to": ["../../etc/passwd"]}, "report_to takes tensorboard, trackio"),
+    ({"report_to": ["y" * 100_000]}, "report_to takes tensorboard, trackio"),
+    ({"extend_vocab": "yes"}, "must be true or false"),
+    ({"extend_vocab": [1] * 5}, "must be true or false"),
 ])
-def test_hostile_values_of_the_new_inputs_are_refused_in_short_messages(ctx, tail, message):
+def test_hostile_values_of_the_new_inputs_are_refused_in_short_messages(ctx, hostile, message):
     from webapp.context import user_errors
 
-    args = [BASE, "sft", "poems", 3, 2, 32, 1e-3, 1, "fp32", 4, 8, 0, "full", 0.5, None, 2.0, 0.5, None, 8,
-            0.04, 96, "steps", 10, *tail]
+    form = TrainForm(base=BASE, mode="sft", corpus="poems", **{**POEMS, "steps": 3}, **{"report_to": [], **hostile})
     with pytest.raises(Exception, match=message) as refused:
-        user_errors(lambda *a: train.build_config(ctx, *a))(*args)
+        user_errors(form.to_config)(ctx)
     assert len(str(refused.value)) < 200  # a visitor's value is quoted, not echoed whole
     assert ctx.jobs.runs() == []
 
@@ -133,9 +132,9 @@ def test_the_estimate_of_a_two_process_run_plans_with_the_doubled_batch_and_its_
 
     from minimind.training.estimate import estimate
 
-    one = train.build_config(ctx, BASE, "sft", "poems", 4, 2, 32, 1e-3, 1, "fp32", 4, 8, 0)
+    one = TrainForm(base=BASE, mode="sft", corpus="poems", **POEMS).to_config(ctx)
     one.max_steps, one.epochs = 0, 1  # planned from the data: one pass
-    two = train.build_config(ctx, BASE, "sft", "poems", 4, 2, 32, 1e-3, 1, "fp32", 4, 8, 0, processes=2)
+    two = TrainForm(base=BASE, mode="sft", corpus="poems", **POEMS, processes=2).to_config(ctx)
     two.max_steps, two.epochs = 0, 1
     threads = torch.get_num_threads()
     a, b = (estimate(c, probe_steps=1, scratch=str(ctx.workspace.root / f"est{i}")) for i, c in enumerate((one, two)))

@@ -7,17 +7,19 @@ import pytest
 from gradio_client import Client
 
 from minimind.training import RunDir, TrainConfig
+from minimind.training.events import CLI_WORDS, RunEvent
 from webapp.app import build_app
 from webapp.context import AppContext
 from webapp.i18n import EN, ZH
 from webapp.jobs import JobManager
-from webapp.tabs import train
+from webapp.tabs import run_view, train_form
+from webapp.tabs.train_form import TrainForm
 from webapp.workspace import Workspace, WorkspaceError
 from helpers import ROOT
 from webapp_helpers import START_INPUTS, LiveServer, free_port
 
-# steps, batch, seq_len, lr, accum, precision, rank, alpha, eval_every
-NUMBERS = [5, 2, 64, 1e-4, 1, "fp32", 4, 8, 0]
+NUMBERS = {"steps": 5, "batch": 2, "seq_len": 64, "lr": 1e-4, "accum": 1,
+           "precision": "fp32", "rank": 4, "alpha": 8, "eval_every": 0}
 BASE = "shipped:minimind-tang"
 
 
@@ -55,7 +57,7 @@ def _run(ctx, name, status, metrics=(), log=""):
 
 
 def _config(ctx, **kw):
-    return train.build_config(ctx, BASE, "lora", "chats", *NUMBERS, **kw)
+    return TrainForm(base=BASE, mode="lora", corpus="chats", **NUMBERS, **kw).to_config(ctx)
 
 
 def test_a_run_stops_after_steps_or_minutes(ctx):
@@ -64,7 +66,7 @@ def test_a_run_stops_after_steps_or_minutes(ctx):
     timed = _config(ctx, stop_after="minutes", minutes=2.5)
     assert (timed.max_steps, timed.time_budget_s) == (0, 150.0)  # the trainer sizes it from measured steps
     assert _config(ctx, stop_after="steps", minutes=-3).max_steps == 5  # minutes ignored when counting steps
-    for bad in (0, -1, train.MAX_MINUTES + 1, "soon", None):
+    for bad in (0, -1, train_form.MAX_MINUTES + 1, "soon", None):
         with pytest.raises(WorkspaceError, match="minutes must be a number between"):
             _config(ctx, stop_after="minutes", minutes=bad)
     with pytest.raises(WorkspaceError, match="stop after must be one of steps, minutes"):
@@ -74,33 +76,57 @@ def test_a_run_stops_after_steps_or_minutes(ctx):
 def test_the_eta_is_the_trainers_measured_one(ctx):
     """status.json's eta_s (re-estimated by the trainer from measured steps) is what the bar shows."""
     _run(ctx, "r1", {"state": "running", "mode": "lora", "step": 10, "total": 40, "eta_s": 125.0})
-    progress = train.watch(ctx, "r1")[0]
+    progress = run_view.watch(ctx, "r1")[0]
     assert "step 10/40" in progress and "ETA 2m 05s" in progress
 
 
 def test_no_command_line_hints_and_messages_follow_the_run(ctx):
-    log = "step 3/10 loss 4.1\nstopped at step 3 (checkpoint saved); resume with --resume\n"
-    _run(ctx, "r1", {"state": "stopped", "mode": "lora", "step": 3, "total": 10, "resume": False}, log=log)
-    bar, facts, curve, shown_log, runs, queue, _ = train.watch(ctx, "r1")
-    assert "--resume" not in shown_log and "press Resume to continue" in shown_log
-    assert train.run_message(ctx, "r1") == "**r1**: stopped at step 3 — press Resume to continue."
+    run = _run(ctx, "r1", {"state": "stopped", "mode": "lora", "step": 3, "total": 10, "resume": False})
+    run.log("step 3/10 loss 4.1")
+    run.log_event(RunEvent("stopped", step=3))  # what the trainer writes when it is stopped
+    written = run.log_file.read_text(encoding="utf-8").splitlines()
+    assert written[-1].endswith(" stopped at step 3 (checkpoint saved); resume with --resume")  # the CLI's words
+    bar, facts, curve, shown_log, runs, queue, _ = run_view.watch(ctx, "r1")
+    assert shown_log.splitlines() == [written[0], written[1][:20] + "stopped at step 3 (checkpoint saved) — press "
+                                      "Resume to continue"]  # the time kept, the words the page's
+    assert run_view.run_message(ctx, "r1") == "**r1**: stopped at step 3 — press Resume to continue."
 
-    run = RunDir(ctx.workspace.runs / "r1")
     run.write_status(state="queued", resume=True)
-    assert "to resume from step 3" in train.run_message(ctx, "r1")
+    assert "to resume from step 3" in run_view.run_message(ctx, "r1")
     run.write_status(state="running")
-    assert train.run_message(ctx, "r1") == "**r1** is training (resumed)."
+    assert run_view.run_message(ctx, "r1") == "**r1** is training (resumed)."
     run.write_status(state="finished", step=10)  # the message no longer says it is queued to resume
-    finished = train.run_message(ctx, "r1")
+    finished = run_view.run_message(ctx, "r1")
     assert finished.startswith("**r1** finished: 10 steps") and "queue" not in finished
-    run.write_status(state="failed", error="the training process ended unexpectedly (see train.log)")
-    assert train.run_message(ctx, "r1").endswith("press Resume to start it again.")  # no checkpoint kept
+    run.write_status(state="failed", **RunEvent("ended").as_error())  # what the job runner writes
+    assert run.read_status()["error"] == "the training process ended unexpectedly (see train.log)"
+    assert run_view.run_message(ctx, "r1").endswith("press Resume to start it again.")  # no checkpoint kept
+    assert "train.log" not in run_view.watch(ctx, "r1")[1] and "see the log below" in run_view.watch(ctx, "r1")[1]
     (run.checkpoints / "step-8").mkdir(parents=True)
-    assert train.run_message(ctx, "r1").endswith("press Resume to continue from step 8.")
-    assert "train.log" not in train.watch(ctx, "r1")[1] and "see the log below" in train.watch(ctx, "r1")[1]
-    assert train.run_message(ctx, "") == ""
+    run.write_status(**RunEvent("ended", checkpoint="step-8").as_error())
+    assert run_view.run_message(ctx, "r1").endswith("press Resume to continue from step 8.")
+    facts, runs = run_view.watch(ctx, "r1")[1], run_view.watch(ctx, "r1")[4]
+    said = ("the training process ended unexpectedly (see the log below); its last checkpoint (step-8) is kept and "
+            "it can be resumed")
+    assert said in facts and list(runs["error"]) == [said]
+    run.write_status(error="CUDA out of memory")  # an error written without an event: shown as written
+    assert "CUDA out of memory" in run_view.watch(ctx, "r1")[1] and run.read_status()["error_event"] is None
+    assert run_view.run_message(ctx, "") == ""
     for text in (*EN.values(), *ZH.values()):  # the page's own words name no command-line flag
         assert "--" not in text
+    assert {f"ev_{kind}" for kind in CLI_WORDS} <= set(EN)  # every event the trainer logs has the page's words
+
+
+def test_a_run_from_before_events_shows_its_log_as_written_and_chinese_gets_chinese_words(ctx, monkeypatch):
+    old = "2026-01-01 10:00:00 stopped at step 3 (checkpoint saved); resume with --resume\n"
+    run = _run(ctx, "r0", {"state": "stopped", "step": 3, "total": 10, "error": "the training process ended"},
+               log=old)  # no events.jsonl, no error_event: nothing to word otherwise, nothing lost
+    assert run_view.log_text(run) == old.strip() and "the training process ended" in run_view.watch(ctx, "r0")[1]
+    run.log_event(RunEvent("stopped", step=7))
+    monkeypatch.setattr("webapp.i18n.language", lambda *a: "zh")
+    assert run_view.log_text(run).splitlines()[1][20:] == "停在第 7 步（检查点已保存）——按“继续”接着训练"
+    run.write_status(**RunEvent("ended", checkpoint="step-7").as_error())
+    assert "训练进程意外结束（见下方日志）；它的最后一个检查点（step-7）已保留" in run_view.watch(ctx, "r0")[1]
 
 
 def test_the_loss_plot_has_both_lines_from_its_first_draw(ctx):
@@ -108,19 +134,19 @@ def test_the_loss_plot_has_both_lines_from_its_first_draw(ctx):
     evaluation the validation line is there as one point without a value (not drawn)."""
     run = _run(ctx, "r1", {"state": "running", "mode": "lora", "step": 2, "total": 4},
                [{"step": 1, "loss": 4.0}, {"step": 2, "loss": 3.5}])
-    early = train._curve(run)
+    early = run_view.loss_curve(run)
     assert list(early.columns) == ["step", "loss", "series"] and set(early["series"]) == {"train", "validation"}
     assert early[early["series"] == "validation"]["loss"].isna().all()
     run.append_metrics({"step": 2, "val_loss": 3.6})
-    later = train._curve(run)
+    later = run_view.loss_curve(run)
     assert list(later[later["series"] == "validation"]["loss"]) == [3.6]  # no placeholder once measured
-    assert train._curve(_run(ctx, "r2", {"state": "queued"})) is None  # nothing logged yet: no plot
+    assert run_view.loss_curve(_run(ctx, "r2", {"state": "queued"})) is None  # nothing logged yet: no plot
     # evaluations more often than log lines: an evaluation comes before the first train figure
-    evaluated_first = train._curve(_run(ctx, "r3", {"state": "running", "mode": "lora", "step": 2, "total": 40},
+    evaluated_first = run_view.loss_curve(_run(ctx, "r3", {"state": "running", "mode": "lora", "step": 2, "total": 40},
                                         [{"step": 2, "val_loss": 3.6}]))
     assert set(evaluated_first["series"]) == {"train", "validation"}
     assert evaluated_first[evaluated_first["series"] == "train"]["loss"].isna().all()
-    assert train.LEGEND_TITLE != "series"
+    assert run_view.LEGEND_TITLE != "series"
 
 
 def test_watching_a_run_never_selects_it_back_over_a_newer_choice(ctx):
@@ -128,19 +154,19 @@ def test_watching_a_run_never_selects_it_back_over_a_newer_choice(ctx):
     for r1 must not set the run box back to r1 (the page would then watch the old, finished run
     while r2 trains unseen); with no run chosen, the watcher picks one and selects it."""
     _run(ctx, "r1", {"state": "finished", "mode": "lora", "step": 120, "total": 120})
-    chosen = train.watch(ctx, "r1")[6]
+    chosen = run_view.watch(ctx, "r1")[6]
     assert "value" not in chosen and chosen["choices"] == ["r1"]
-    picked = train.watch(ctx, None)[6]
+    picked = run_view.watch(ctx, None)[6]
     assert picked["value"] == "r1"
 
 
 def test_the_runs_table_has_named_columns_and_no_blank_row(ctx):
-    empty = train.runs_table(ctx)
-    assert list(empty.columns) == train.RUN_COLUMNS and len(empty) == 0
-    assert len(train.watch(ctx, None)[4]) == 0
+    empty = run_view.runs_table(ctx)
+    assert list(empty.columns) == run_view.RUN_COLUMNS and len(empty) == 0
+    assert len(run_view.watch(ctx, None)[4]) == 0
     _run(ctx, "r1", {"state": "finished", "mode": "lora", "step": 4, "total": 4})
-    table = train.runs_table(ctx)
-    assert list(table.columns) == train.RUN_COLUMNS and list(table["run"]) == ["r1"]
+    table = run_view.runs_table(ctx)
+    assert list(table.columns) == run_view.RUN_COLUMNS and list(table["run"]) == ["r1"]
 
 
 def test_the_api_takes_a_minutes_budget_last_and_serves_named_columns(tmp_path):
@@ -157,7 +183,7 @@ def test_the_api_takes_a_minutes_budget_last_and_serves_named_columns(tmp_path):
         # then processes, parallelism and report_to (tests/test_webapp_processes.py)
         assert [p["parameter_default"] for p in params[23:]] == [1, "ddp", [], False, "rope", "generate", ""]  # processes, parallelism, report_to, extend_vocab, architecture, task, class_weights
         progress, facts, curve, log, runs, queue, run_id = client.predict("", api_name="/watch_run")
-        assert runs["headers"] == train.RUN_COLUMNS and runs["data"] == []
+        assert runs["headers"] == run_view.RUN_COLUMNS and runs["data"] == []
         ctx = AppContext(ws, JobManager(ws), shipped_dir=shipped)
         _run(ctx, "r1", {"state": "finished", "mode": "lora", "step": 2, "total": 2},
              [{"step": 2, "loss": 3.0}, {"step": 2, "val_loss": 3.1}])
@@ -168,16 +194,15 @@ def test_the_api_takes_a_minutes_budget_last_and_serves_named_columns(tmp_path):
         assert sorted(curve["data"], key=lambda row: row[2]) == [[1, 3.0, "train"], [1, None, "validation"]]
 
 
-@pytest.mark.parametrize("position, value, says", [
-    (0, None, "steps must be a number between 1"), (1, None, "batch size must be a number between 1 and 4096"),
-    (2, None, "sequence length must be a number between 8 and 65536"), (2, 10**9, "sequence length"),
-    (3, None, "learning rate must be a number"), (3, "fast", "learning rate must be a number"),
-    (4, None, "gradient accumulation"), (6, None, "LoRA rank"), (7, None, "LoRA alpha"), (1, 2.5, "whole number"),
-    (5, ["fp32"], "precision must be one of the page's choices")])
-def test_an_emptied_or_odd_form_value_gets_a_sentence_naming_it(ctx, position, value, says):
-    numbers = list(NUMBERS)
-    numbers[position] = value
+@pytest.mark.parametrize("field, value, says", [
+    ("steps", None, "steps must be a number between 1"),
+    ("batch", None, "batch size must be a number between 1 and 4096"),
+    ("seq_len", None, "sequence length must be a number between 8 and 65536"), ("seq_len", 10**9, "sequence length"),
+    ("lr", None, "learning rate must be a number"), ("lr", "fast", "learning rate must be a number"),
+    ("accum", None, "gradient accumulation"), ("rank", None, "LoRA rank"), ("alpha", None, "LoRA alpha"),
+    ("batch", 2.5, "whole number"), ("precision", ["fp32"], "precision must be one of the page's choices")])
+def test_an_emptied_or_odd_form_value_gets_a_sentence_naming_it(ctx, field, value, says):
     with pytest.raises(WorkspaceError, match=says):
-        train.build_config(ctx, BASE, "lora", "chats", *numbers)
+        TrainForm(base=BASE, mode="lora", corpus="chats", **{**NUMBERS, field: value}).to_config(ctx)
     with pytest.raises(WorkspaceError, match="start from must be one of the page's choices"):
-        train.build_config(ctx, [BASE], "lora", "chats", *NUMBERS)
+        TrainForm(base=[BASE], mode="lora", corpus="chats", **NUMBERS).to_config(ctx)

@@ -117,6 +117,11 @@ EN = {
     "m_finished": "**{run_id}** finished: {step} steps. Chat with it on the Chat tab or export it on the Export tab.",
     "m_failed_from": "**{run_id}** failed (see the error above) — press Resume to continue from step {step}.",
     "m_failed_restart": "**{run_id}** failed (see the error above) — press Resume to start it again.",
+    # a run's events (minimind/training/events.py) in the page's words: ev_<kind>
+    "ev_stopped": "stopped at step {step} (checkpoint saved) — press Resume to continue",
+    "ev_ended": "the training process ended unexpectedly (see the log below)",
+    "ev_ended_kept": "the training process ended unexpectedly (see the log below); its last checkpoint "
+                     "({checkpoint}) is kept and it can be resumed",
     "x_written": "Exports written to `{folder}`.", "x_measured": " Perplexity measured on {text}.",
     "x_accuracy_source": " Accuracy measured on {text}; the source classifier scores {source} on it.",
     "x_labels_only": " Labels compared with the source's on {text} (it has no labels: no accuracy).",
@@ -288,6 +293,9 @@ ZH = {
     "m_finished": "**{run_id}** 已完成：{step} 步。可在“对话”页与它对话，或在“导出”页导出。",
     "m_failed_from": "**{run_id}** 失败（见上方错误）——按“继续”从第 {step} 步接着训练。",
     "m_failed_restart": "**{run_id}** 失败（见上方错误）——按“继续”重新开始。",
+    "ev_stopped": "停在第 {step} 步（检查点已保存）——按“继续”接着训练",
+    "ev_ended": "训练进程意外结束（见下方日志）",
+    "ev_ended_kept": "训练进程意外结束（见下方日志）；它的最后一个检查点（{checkpoint}）已保留，可以继续训练",
     "x_written": "导出文件已写入 `{folder}`。", "x_measured": " 困惑度在 {text} 上测得。",
     "x_accuracy_source": " 准确率在 {text} 上测得；源分类器在其上的准确率为 {source}。",
     "x_labels_only": " 在 {text} 上与源模型的标签比较（该文本没有标签，无法计算准确率）。",

@@ -156,10 +156,6 @@ class RunDir:
             at += len(raw)
         return found[-lines:] if lines > 0 else []
 
-    def log_tail(self, lines: int = 20) -> str:
-        """The last `lines` lines of train.log as written (the terminal's words)."""
-        return "\n".join(text for text, _ in self.log_lines(lines))
-
 
 def _read_jsonl(path: Path) -> list[dict]:
     """The records of a JSON-lines file the trainer appends to (a line cut by a kill is skipped)."""

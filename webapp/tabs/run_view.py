@@ -1,0 +1,274 @@
+"""Watching a run from the Train tab: its progress bar, facts, plots, log, messages and Runs table.
+
+Everything here reads the run folder (status.json, metrics.jsonl, samples.jsonl, train.log with
+its events, confusion.json) and nothing else, so a run started by the CLI reads the same. The
+trainer's moments that a terminal and the page word differently ("resume with --resume" against
+a Resume button) arrive as events (minimind/training/events.py) and are said here in the page's
+words; the rest of the log is shown as written, without server paths.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+import yaml
+
+from minimind.training import RunDir
+from minimind.training.checkpoint import latest_checkpoint
+from minimind.training.events import RunEvent
+from minimind.training.run_dir import LOG_TIME_CHARS
+
+from .. import classifiers
+from ..context import AppContext, without_paths
+from ..i18n import EN, headed, tr
+from . import compare, grpo
+
+LEGEND_TITLE = "loss on"  # the loss plot's legend title (its entries: train, validation)
+RUN_COLUMNS = ["run", "state", "mode", "step", "val_loss", "val_bpc", "error"]  # the Runs table
+LOG_LINES = 15  # the log lines the page shows
+
+# Per objective: the series of its metrics plot (metrics.jsonl keys, train then validation) and the
+# latest validation figures of its facts line (status.json key, label, format). "reward_{}" stands
+# for one series per reward the run's config names.
+OBJECTIVE_SERIES = {
+    "dpo": ("accuracy", "reward_margin", "val_accuracy", "val_reward_margin", "val_kl"),
+    "distill": ("ce", "kl", "val_kl"),
+    "grpo": ("reward", "reward_{}", "kl", "val_reward"),
+    "classify": ("accuracy", "val_accuracy", "val_macro_f1"),
+}
+OBJECTIVE_FACTS = {  # (status key, i18n key of its label, format)
+    "dpo": (("val_accuracy", "f_val_accuracy", "{:.2f}"), ("val_reward_margin", "f_val_reward_margin", "{:.3g}"),
+            ("val_kl", "f_val_kl_dpo", "{:.3g}")),
+    "distill": (("val_kl", "f_val_kl_distill", "{:.3g}"), ("val_ppl", "f_val_ppl", "{:.2f}")),
+    "grpo": (("val_reward", "f_val_reward", "{:.3f}"), ("val_answer_tokens", "f_val_answer_tokens", "{:.0f}")),
+    "classify": (("val_accuracy", "f_val_class_accuracy", "{:.3f}"), ("val_macro_f1", "f_val_macro_f1", "{:.3f}")),
+}
+
+
+def run_choices(ctx: AppContext) -> list[str]:
+    return [r.path.name for r in ctx.jobs.runs()]
+
+
+def duration(seconds) -> str:
+    if seconds is None:
+        return "?"
+    seconds = int(seconds)
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h {m:02d}m" if h else (f"{m}m {s:02d}s" if m else f"{s}s")
+
+
+def watch(ctx: AppContext, run_id):
+    """Everything the page shows about one run, read from its folder."""
+    ctx.jobs.refresh()
+    runs = headed(runs_table(ctx))
+    queue = ctx.jobs.queue()
+    queue_md = tr("queue_line", v=", ".join(queue) if queue else tr("empty"))
+    # the run picked here is selected; a run the user (or Start) selected is left as the page now
+    # holds it: this answer may have been asked for before Start chose the new run, and setting
+    # the older one back would watch it instead
+    picked = not run_id
+    if picked:
+        active = ctx.jobs.active()
+        run_id = active.path.name if active else (run_choices(ctx) or [None])[0]
+    if not run_id:
+        return "", "", None, "", runs, queue_md, gr.update()
+    run = RunDir(ctx.workspace.run_dir(run_id))  # a run of this workspace, by id: never a path
+    s = run.read_status()
+    step, total = s.get("step", 0) or 0, s.get("total") or 0
+    pct = 100.0 * step / total if total else 0.0
+    bar = (f"<div class='mm-progress'><div style='width:{pct:.1f}%'></div></div>"
+           f"<div id='run-progress' data-step='{step}' data-total='{total}'>"
+           + tr("p_line", state=state_word(s.get("state")), step=step, total=total or "?", pct=f"{pct:.0f}",
+                eta=duration(s.get("eta_s"))) + "</div>")
+    facts = [tr("f_state", v=state_word(s.get("state"))), tr("f_device", v=s.get("device", "?")),
+             tr("f_architecture", v=compare.architecture_label(compare.run_architecture(run)))]
+    if s.get("tokens_per_s"):
+        facts.append(tr("f_tokens_s", v=f"{s['tokens_per_s']:,.0f}"))
+    if s.get("lr") is not None:
+        facts.append(tr("f_lr", v=f"{s['lr']:.2e}"))
+    if s.get("loss") is not None:
+        facts.append(tr("f_loss", v=f"{s['loss']:.4f}"))
+    if s.get("val_loss") is not None:
+        facts.append(tr("f_val_loss", v=f"{s['val_loss']:.4f}")
+                     + (tr("f_bpc", v=f"{s['val_bpc']:.3f}") if s.get("val_bpc") else ""))
+    facts += objective_facts(s, run_objective(run, s))
+    if s.get("error"):
+        facts.append(tr("f_error", v=error_words(s["error"], s.get("error_event"))))
+    if s.get("final_checkpoint"):
+        facts.append(tr("f_model", v=f"`{Path(s['final_checkpoint']).relative_to(ctx.workspace.root)}`"))
+    return (bar, " · ".join(facts), loss_curve(run), log_text(run), runs, queue_md,
+            gr.update(choices=run_choices(ctx), **({"value": run_id} if picked else {})))
+
+
+def state_word(state) -> str:
+    """A run's state as the page says it (the state itself when it has no translation)."""
+    return tr(f"state_{state}") if f"state_{state}" in EN else str(state or "?")
+
+
+def runs_table(ctx: AppContext) -> pd.DataFrame:
+    """Every run of the workspace, newest first; before the first run, no rows under named columns."""
+    rows = [{**row, "error": error_words(row["error"], row.get("error_event"))} for row in ctx.jobs.table()]
+    return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+
+def event_words(event: RunEvent) -> str:
+    """A run's event in the page's words (ev_<kind>; "ended" says whether a checkpoint is kept)."""
+    key = "ev_ended_kept" if event.kind == "ended" and event.checkpoint else f"ev_{event.kind}"
+    return tr(key, **event.to_dict())  # (its fields fill the text's placeholders)
+
+
+def error_words(error, event) -> str:
+    """A run's error as the page shows it: its event in the page's words when status.json has one
+    (error_event), else the error as written; never a server path."""
+    said = RunEvent.from_dict(event) if event else None
+    return without_paths(event_words(said) if said else error or "")
+
+
+def log_text(run: RunDir, lines: int = LOG_LINES) -> str:
+    """The end of the run's train.log for the page: each event's line in the page's words (after
+    the time it was written), every other line as written; never a server path."""
+    return without_paths("\n".join(text[:LOG_TIME_CHARS] + event_words(event) if event else text
+                                    for text, event in run.log_lines(lines)))
+
+
+def run_message(ctx: AppContext, run_id) -> str:
+    """The message under the buttons, from the state of the run the page shows (never older news
+    such as "queued to resume" once that run has finished)."""
+    if not run_id:
+        return ""
+    s = RunDir(ctx.workspace.run_dir(run_id)).read_status()
+    state, step = s.get("state"), s.get("step") or 0
+    if state == "queued":
+        queue = ctx.jobs.queue()
+        ahead = queue.index(run_id) if run_id in queue else 0
+        ahead_text = tr("m_ahead", n=ahead) if ahead else tr("m_next")
+        if s.get("resume"):
+            return tr("m_queued_resume", run_id=run_id, step=step, ahead=ahead_text)
+        return tr("m_queued", run_id=run_id, ahead=ahead_text)
+    if state == "running":
+        return tr("m_running_resumed" if s.get("resume") else "m_running", run_id=run_id)
+    if state == "stopping":
+        return tr("m_stopping", run_id=run_id)
+    if state == "stopped":
+        if step:
+            return tr("m_stopped_at", run_id=run_id, step=step)
+        return tr("m_stopped_early", run_id=run_id)
+    if state == "finished":
+        return tr("m_finished", run_id=run_id, step=step)
+    if state == "failed":
+        kept = latest_checkpoint(RunDir(ctx.workspace.run_dir(run_id)).checkpoints)
+        if kept:
+            return tr("m_failed_from", run_id=run_id, step=kept.name[5:])
+        return tr("m_failed_restart", run_id=run_id)
+    return ""
+
+
+def loss_curve(run: RunDir) -> pd.DataFrame | None:
+    """The loss plot's data: a train and a validation line. A line with no figure yet (validation
+    before the first evaluation; train before the first logged step, when evaluations come more
+    often than log lines) is one point without a value (not drawn): Gradio 6 fixes a plot's lines
+    when it first draws it and leaves a line that first appears in a live update undrawn, so both
+    are there from the start (and the legend names both)."""
+    rows = []
+    for r in run.read_metrics():
+        if "loss" in r:
+            rows.append({"step": r["step"], "loss": r["loss"], "series": "train"})
+        if "val_loss" in r:
+            rows.append({"step": r["step"], "loss": r["val_loss"], "series": "validation"})
+    for series in ("train", "validation"):
+        if rows and not any(row["series"] == series for row in rows):
+            rows.append({"step": rows[0]["step"], "loss": None, "series": series})
+    return pd.DataFrame(rows, columns=["step", "loss", "series"]) if rows else None
+
+
+def run_objective(run: RunDir, status: dict | None = None) -> str:
+    """language_model, dpo, distill or grpo: from status.json (written when the run starts), else its mode."""
+    status = run.read_status() if status is None else status
+    if status.get("objective"):
+        return status["objective"]
+    mode = status.get("mode")
+    if not mode:
+        try:
+            mode = (yaml.safe_load(run.config_file.read_text(encoding="utf-8")) or {}).get("mode")
+        except (OSError, yaml.YAMLError, AttributeError):
+            mode = None
+    return mode if mode in OBJECTIVE_SERIES else "language_model"
+
+
+def objective_facts(status: dict, objective: str) -> list[str]:
+    """The latest validation figures of a dpo, distill or grpo run, for the facts line."""
+    return [tr(label, v=fmt.format(status[key])) for key, label, fmt in OBJECTIVE_FACTS.get(objective, ())
+            if isinstance(status.get(key), (int, float))]
+
+
+def _reward_names(run: RunDir) -> list[str]:
+    """The rewards a grpo run's config names (none when its config cannot be read)."""
+    try:
+        raw = yaml.safe_load(run.config_file.read_text(encoding="utf-8")) or {}
+        return [r["name"] for r in raw.get("grpo", {}).get("rewards", []) if isinstance(r.get("name"), str)]
+    except (OSError, yaml.YAMLError, AttributeError, TypeError):
+        return []
+
+
+def objective_series(run: RunDir, objective: str) -> list[str]:
+    """The metrics.jsonl keys of an objective's plot, with "reward_{}" made one key per reward."""
+    keys = []
+    for key in OBJECTIVE_SERIES.get(objective, ()):
+        keys += [key.format(name) for name in _reward_names(run)] if "{}" in key else [key]
+    return keys
+
+
+def objective_curve(run: RunDir) -> pd.DataFrame | None:
+    """The objective's own metrics by step (series named by their metrics.jsonl keys), or None
+    for a plain language-model run (its loss plot says it all)."""
+    series = objective_series(run, run_objective(run))
+    if not series:
+        return None
+    rows = [{"step": r["step"], "value": r[key], "series": key}
+            for r in run.read_metrics() for key in series if isinstance(r.get(key), (int, float))]
+    return pd.DataFrame(rows, columns=["step", "value", "series"]) if rows else None
+
+
+def watch_objective(ctx: AppContext, run_id, drawn=None):
+    """The metrics plot of the run the page shows (visible for dpo, distill and grpo runs only),
+    and the series it is drawn with. `drawn` (a session state) holds the series the plot was last
+    drawn with: when they change (a first evaluation, another run) the update names them all as
+    the legend, which makes Gradio 6 redraw the plot; a value-only update would leave a new
+    series undrawn. Unchanged series update the values only, so the plot does not flicker."""
+    curve = objective_curve(RunDir(ctx.workspace.run_dir(run_id))) if run_id else None
+    series = list(dict.fromkeys(curve["series"])) if curve is not None else []
+    update = gr.update(value=curve, visible=curve is not None)
+    if series != (drawn or []):
+        update["colors_in_legend"] = series or None
+    return update, series
+
+
+def watch_rollouts(ctx: AppContext, run_id):
+    """The held-out answers of the grpo run the page shows, with their rewards; hidden otherwise."""
+    if not run_id:
+        return gr.update(value=None, visible=False)
+    table = grpo.rollout_table(RunDir(ctx.workspace.run_dir(run_id)))
+    return gr.update(value=table, visible=table is not None)
+
+
+def watch_confusion(ctx: AppContext, run_id, drawn=None):
+    """The confusion matrix of the classifier run the page shows, once its confusion.json is written
+    (hidden before, and for other runs), with a line of its figures; `drawn` (a session state) is
+    what was last drawn (run id and file time), so an unchanged matrix is not sent again each tick."""
+    report, key = None, None
+    if run_id:
+        path = ctx.workspace.run_dir(run_id)
+        report = classifiers.read_confusion(path)
+        if report is not None:
+            key = f"{run_id}@{(path / classifiers.CONFUSION_FILE).stat().st_mtime}"
+    if key == (drawn or None):
+        return gr.update(), gr.update(), drawn
+    if report is None:
+        return gr.update(value="", visible=False), gr.update(value=None, visible=False), None
+    line = tr("confusion_line", rows=f"{int(report.get('rows') or 0):,}",
+              accuracy=f"{float(report.get('accuracy') or 0):.3f}", f1=f"{float(report.get('macro_f1') or 0):.3f}")
+    table = classifiers.confusion_styled(report, tr("confusion_corner"))
+    return gr.update(value=line, visible=True), gr.update(value=table, visible=True), key
