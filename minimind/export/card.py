@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .formats import FORMATS, Tolerance
+from .onnx import CLASSIFIER_LAYOUT, LAYOUT
 
 
 def human_size(n_bytes: int) -> str:
@@ -70,8 +71,6 @@ def render_card(result, tolerance: Tolerance, eval_name: str) -> str:
 
 def _onnx_layout(result) -> list[str]:
     """The graph's inputs and outputs, which a runtime needs to feed the KV cache."""
-    from .onnx import CLASSIFIER_LAYOUT, LAYOUT
-
     layout = CLASSIFIER_LAYOUT if getattr(result, "classifier", False) else LAYOUT
     return ["## Graph inputs and outputs", "", "```", layout, "```", ""]
 

@@ -47,7 +47,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..classifier import is_classifier_model
+from ..classifier import is_classifier_model, last_token_index
 from ..errors import ExportError
 from ..tokenizer import save_tokenizer
 from .llama import llama_config, not_llama_shaped
@@ -156,8 +156,6 @@ class ClassifierGraph(nn.Module):
         self.classifier = model
 
     def forward(self, input_ids, attention_mask):
-        from ..classifier import last_token_index
-
         positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
         hidden = _decode(self.classifier.model, input_ids, attention_mask, positions, None)
         rows = torch.arange(hidden.shape[0], device=hidden.device)

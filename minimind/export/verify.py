@@ -27,7 +27,9 @@ from pathlib import Path
 
 import torch
 
+from ..checkpoint import check_model_folder
 from ..classifier import class_logits
+from ..data.tokens import classify_ids
 from ..errors import ExportError
 from ..evaluate import EvalResult, evaluate_documents
 from .formats import Tolerance
@@ -153,8 +155,6 @@ def make_classifier_reference(model, tokenizer, text: str | list[str] | None = N
                               labels: list[str] | None = None) -> ClassifierReference:
     """Score the source classifier once on the held-out texts (`labels`: their true classes, by name,
     one per text, for the accuracy of the source and of each export)."""
-    from ..data.tokens import classify_ids
-
     if labels is not None:
         if text is None or isinstance(text, str) or len(labels) != len(text) or any(not t.strip() for t in text):
             raise ExportError("labelled held-out texts need one label per non-empty text")
@@ -257,8 +257,6 @@ def compare_cached_greedy(model, reference: Reference, tolerance: Tolerance) -> 
 def load_export(fmt: str, path: Path):
     """(model, tokenizer) reloaded with each format's natural loader, safetensors/GGUF only."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from ..checkpoint import check_model_folder
 
     if fmt.startswith("onnx"):
         return load_onnx(path), AutoTokenizer.from_pretrained(path)
