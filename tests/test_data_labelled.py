@@ -8,25 +8,24 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-from minimind.data import DataConfig, class_order, inspect_corpus, prepare_corpus, read_documents, stratified_split
-from minimind.errors import ConfigError, CorpusError
-from minimind.training.batches import collate, eval_batches
+from builders import data_config as config
+from builders import write_jsonl
 from helpers import ROOT
 
-import numpy as np
-
-
-def config(tmp_path, **overrides) -> DataConfig:
-    return DataConfig(cache_dir=str(tmp_path / "cache"), **overrides)
-
-
-def write_jsonl(path, records):
-    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in records) + "\n", encoding="utf-8")
-    return path
+from minimind.data import (
+    DataConfig,
+    class_order,
+    inspect_corpus,
+    prepare_corpus,
+    read_documents,
+    stratified_split,
+)
+from minimind.errors import ConfigError, CorpusError
+from minimind.training.batches import collate, eval_batches
 
 
 def reviews(n: int = 12) -> list[dict]:
@@ -215,7 +214,7 @@ def test_data_inspect_shows_the_classes(tmp_path, capsys):
     path = write_jsonl(tmp_path / "r.jsonl", reviews())
     command = ["data", "inspect", str(path), "--cache-dir", str(tmp_path / "c")]
     shown = subprocess.run([sys.executable, "-m", "minimind", *command], capture_output=True, text=True, cwd=ROOT,
-                           timeout=120)
+                           timeout=120, check=False)
     assert shown.returncode == 0, shown.stderr
     assert "kind: labelled" in shown.stdout and "classes (2): neg 6, pos 6" in shown.stdout
     assert main(command + ["--json"]) in (0, None)

@@ -8,13 +8,28 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
+from builders import (
+    assert_bad_second_record,
+    assistant,
+    bad_record_cases,
+    user,
+    write_jsonl,
+)
+from builders import data_config as config
+from helpers import ROOT
 
 from minimind.cli import main
-from minimind.data import IGNORE, DataConfig, inspect_corpus, iter_texts, prepare_corpus, read_documents, split_indices
+from minimind.data import (
+    IGNORE,
+    inspect_corpus,
+    iter_texts,
+    prepare_corpus,
+    read_documents,
+    split_indices,
+)
 from minimind.errors import CorpusError
 from minimind.tokenizer import IM_END
 from minimind.training.batches import BatchStream, collate, eval_batches, split_pairs
-from helpers import ROOT
 
 SAMPLE = ROOT / "samples" / "tang_preference.jsonl"
 POEM_5 = "床前明月光，疑是地上霜。\n舉頭望明月，低頭思故鄉。"
@@ -22,24 +37,6 @@ POEM_7 = "朝辭白帝彩雲間，千里江陵一日還。\n兩岸猿聲啼不�
 PAIRS = [{"prompt": f"以《詩{i}》为题写一首五言绝句", "chosen": f"{POEM_5}（{i}）", "rejected": f"{POEM_7}（{i}）"}
          for i in range(12)]
 SYSTEM = {"role": "system", "content": "你是一位唐代诗人，用诗回答。"}
-
-
-def config(tmp_path, **overrides) -> DataConfig:
-    return DataConfig(cache_dir=str(tmp_path / "cache"), **overrides)
-
-
-def write_jsonl(path, records):
-    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r, ensure_ascii=False) for r in records)
-                    + "\n", encoding="utf-8")
-    return path
-
-
-def user(text):
-    return {"role": "user", "content": text}
-
-
-def assistant(text):
-    return {"role": "assistant", "content": text}
 
 
 # ---- reading -----------------------------------------------------------------------------------
@@ -119,16 +116,9 @@ BAD_RECORDS = [
 ]
 
 
-@pytest.mark.parametrize("case", BAD_RECORDS, ids=[c[0] for c in BAD_RECORDS])
-def test_bad_record_names_line_and_reason(tmp_path, case):
-    _, record, words = case
-    path = write_jsonl(tmp_path / "pairs.jsonl", [OK, record])
-    with pytest.raises(CorpusError) as caught:
-        inspect_corpus([path], config(tmp_path))
-    assert caught.value.position == "line 2" and words in caught.value.reason, str(caught.value)
-    assert str(caught.value).startswith(f"{path}: line 2: ")
-    stats = inspect_corpus([path], config(tmp_path, strict=False))  # lenient: skipped, the rest kept
-    assert stats.documents == 1 and stats.skipped_count == 1 and words in stats.skipped[0].reason
+@bad_record_cases(BAD_RECORDS)
+def test_bad_record_names_line_and_reason(tmp_path, record, words):
+    assert_bad_second_record(tmp_path / "pairs.jsonl", OK, record, words)
 
 
 def test_every_format_reads_the_same_pairs(tmp_path):
@@ -316,11 +306,12 @@ def test_the_sample_is_a_small_valid_preference_corpus(tmp_path, tokenizer):
 
 
 def test_corpus_tab_shows_pairs(tmp_path):
+    from webapp_helpers import make_shipped
+
     from webapp.context import AppContext
     from webapp.jobs import JobManager
     from webapp.tabs import corpus as tab
     from webapp.workspace import Workspace
-    from webapp_helpers import make_shipped
 
     ws = Workspace(tmp_path / "ws")
     ctx = AppContext(ws, JobManager(ws), shipped_dir=make_shipped(tmp_path / "shipped"))

@@ -13,19 +13,12 @@ from minimind.data import (IGNORE, DataConfig, Stats, inspect_corpus, iter_texts
                            split_indices)
 from minimind.errors import ConfigError, CorpusError
 from minimind.tokenizer import IM_END, train_tokenizer
+from builders import data_config as config
+from builders import write_jsonl
 from helpers import ROOT, SAMPLE_TEXTS
 
 SAMPLES = ROOT / "samples"
 DOCS = [f"{t} ({i})" for i, t in enumerate(SAMPLE_TEXTS[:8] * 6)]  # 48 distinct documents
-
-
-def config(tmp_path, **overrides) -> DataConfig:
-    return DataConfig(cache_dir=str(tmp_path / "cache"), **overrides)
-
-
-def write_jsonl(path, records):
-    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in records) + "\n", encoding="utf-8")
-    return path
 
 
 def decode_rows(tokenizer, rows) -> str:

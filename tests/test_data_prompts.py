@@ -10,14 +10,30 @@ from collections import Counter
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from builders import (
+    assert_bad_second_record,
+    assistant,
+    bad_record_cases,
+    user,
+    write_jsonl,
+)
+from builders import data_config as config
+from helpers import ROOT
 
-from minimind.data import (PROMPT_COLUMNS, PROMPT_ROOM, DataConfig, Stats, inspect_corpus, iter_texts,
-                           prepare_corpus, read_documents, split_indices)
-from minimind.errors import ConfigError, CorpusError
 from minimind.chat_format import encode_chat
+from minimind.data import (
+    PROMPT_COLUMNS,
+    PROMPT_ROOM,
+    Stats,
+    inspect_corpus,
+    iter_texts,
+    prepare_corpus,
+    read_documents,
+    split_indices,
+)
+from minimind.errors import ConfigError, CorpusError
 from minimind.tokenizer import load_tokenizer
 from minimind.training.batches import BatchStream, collate, eval_batches
-from helpers import ROOT
 
 SAMPLE = ROOT / "samples" / "tang_prompts.jsonl"
 HELDOUT = ROOT / "samples" / "tang_prompts_heldout.jsonl"
@@ -31,24 +47,6 @@ PAIR = {"prompt": "写一首诗", "chosen": "床前明月光", "rejected": "春�
 def tang_tokenizer():
     """The shipped Tang model's tokenizer: the one GRPO from MiniMind-Tang renders prompts with."""
     return load_tokenizer(ROOT / "checkpoints" / "minimind-tang")
-
-
-def config(tmp_path, **overrides) -> DataConfig:
-    return DataConfig(cache_dir=str(tmp_path / "cache"), **overrides)
-
-
-def write_jsonl(path, records):
-    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r, ensure_ascii=False) for r in records)
-                    + "\n", encoding="utf-8")
-    return path
-
-
-def user(text):
-    return {"role": "user", "content": text}
-
-
-def assistant(text):
-    return {"role": "assistant", "content": text}
 
 
 def params_of(docs) -> list[dict]:
@@ -116,16 +114,9 @@ BAD_RECORDS = [
 ]
 
 
-@pytest.mark.parametrize("case", BAD_RECORDS, ids=[c[0] for c in BAD_RECORDS])
-def test_bad_record_names_line_and_reason(tmp_path, case):
-    _, record, words = case
-    path = write_jsonl(tmp_path / "prompts.jsonl", [OK, record])
-    with pytest.raises(CorpusError) as caught:
-        inspect_corpus([path], config(tmp_path))
-    assert caught.value.position == "line 2" and words in caught.value.reason, str(caught.value)
-    assert str(caught.value).startswith(f"{path}: line 2: ")
-    stats = inspect_corpus([path], config(tmp_path, strict=False))  # lenient: skipped, the rest kept
-    assert stats.documents == 1 and stats.skipped_count == 1 and words in stats.skipped[0].reason
+@bad_record_cases(BAD_RECORDS)
+def test_bad_record_names_line_and_reason(tmp_path, record, words):
+    assert_bad_second_record(tmp_path / "prompts.jsonl", OK, record, words)
 
 
 def test_every_format_reads_the_same_prompts(tmp_path):
