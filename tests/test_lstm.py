@@ -22,7 +22,8 @@ from minimind.tokenizer import load_tokenizer
 from minimind.training.distributed import DistInfo
 from minimind.training.setup import choose_new_model_size
 from minimind.training.sizing import parameter_count, pretrain_lr
-from training_helpers import losses, make_config, write_chat_corpus, write_text_corpus
+from training_helpers import (assert_same_losses, losses, make_config, one_and_two_processes, write_chat_corpus,
+                              write_text_corpus)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -290,20 +291,13 @@ def test_other_formats_refuse_an_lstm(lstm_dir, tmp_path, fmt):
 
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
 def test_two_process_lstm_run_matches_one_process(tmp_path, tokenizer_dir, strategy):
-    from test_training_distributed import _torchrun
-
     corpus = write_text_corpus(tmp_path)
     settings = dict(model__tokenizer=str(tokenizer_dir), model__architecture="lstm", model__preset="pico",
                     model__overrides=dict(TINY_LSTM, use_attention=True), max_steps=3, save_every=3)
-    train(make_config(tmp_path / "one", [corpus], batch_size=4, **settings))
-    multi = make_config(tmp_path / "two", [corpus], batch_size=2, distributed=strategy, **settings)
-    multi.save(tmp_path / "multi.yaml")
-    _torchrun(tmp_path / "multi.yaml", tmp_path / "two" / "run")
-    one, two = losses(tmp_path / "one" / "run"), losses(tmp_path / "two" / "run")
-    assert sorted(one) == sorted(two) == [1, 2, 3]
-    for step in one:
-        assert abs(one[step] - two[step]) < 1e-4, (step, one[step], two[step])
-    assert isinstance(load_model(tmp_path / "two" / "run" / "checkpoints" / "step-3"), MiniMindLSTMForCausalLM)
+    one, two = one_and_two_processes(lambda where, **kw: make_config(where, [corpus], **settings, **kw),
+                                     tmp_path, strategy)
+    assert_same_losses(one, two, [1, 2, 3], tolerance=1e-4)
+    assert isinstance(load_model(two / "checkpoints" / "step-3"), MiniMindLSTMForCausalLM)
 
 
 # ---------------------------------------------------------------- the other objectives
@@ -317,7 +311,8 @@ def _save_lstm_base(folder, tokenizer, use_attention=True):
 
 
 def test_dpo_and_distillation_train_an_lstm(tmp_path, tokenizer):
-    from test_training_objectives import distill_config, dpo_config, write_preference_corpus
+    from builders import write_preference_corpus
+    from training_helpers import distill_config, dpo_config
 
     base = _save_lstm_base(tmp_path / "base", tokenizer)
     dpo = dpo_config(tmp_path / "dpo", base, write_preference_corpus(tmp_path), max_steps=4, eval_every=4,
@@ -337,7 +332,8 @@ def test_dpo_and_distillation_train_an_lstm(tmp_path, tokenizer):
 
 @pytest.mark.parametrize("adapter", ["", "lora"])
 def test_grpo_samples_an_lstm_through_the_engine(tmp_path, tokenizer, adapter):
-    from test_training_grpo import grpo_config, write_prompts
+    from builders import write_prompts
+    from training_helpers import grpo_config
 
     base = _save_lstm_base(tmp_path / "base", tokenizer)
     cfg = grpo_config(tmp_path, base, write_prompts(tmp_path), max_steps=2, adapter=adapter, lora__rank=4,

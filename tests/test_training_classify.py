@@ -4,37 +4,34 @@ F1 checked by hand), the confusion matrix in the run folder, class weights, and 
 meets when corpus and mode do not match."""
 
 import json
-import os
-import random
-import signal
 
 import numpy as np
 import pytest
 import torch
+from builders import PLAY, POEM, write_labelled_corpus
+from training_helpers import (
+    assert_same_losses,
+    interrupted_run,
+    make_config,
+    save_base_model,
+    write_text_corpus,
+)
 
 from minimind.checkpoint import is_classifier, load_model
-from minimind.classifier import ADAPTER_LABELS, MiniMindForSequenceClassification, classifier_from, predict
+from minimind.classifier import (
+    ADAPTER_LABELS,
+    MiniMindForSequenceClassification,
+    classifier_from,
+    predict,
+)
 from minimind.errors import ConfigError
 from minimind.training import train
-from minimind.training.objectives.classify import accuracy, class_weights, confusion, macro_f1
-from helpers import SAMPLE_TEXTS
-from training_helpers import losses, make_config, save_base_model, write_text_corpus
-
-POEM = "".join(SAMPLE_TEXTS[:3])      # class "poem": pieces of Tang poems
-PLAY = " ".join(SAMPLE_TEXTS[3:6])    # class "play": pieces of English lines
-
-
-def write_labelled_corpus(folder, n: int = 60, seed: int = 0):
-    """Two classes told apart by their vocabulary alone: Chinese poem pieces and English play pieces."""
-    rng = random.Random(seed)
-    rows = []
-    for i in range(n):
-        source, label = (POEM, "poem") if i % 2 else (PLAY, "play")
-        start = rng.randrange(len(source) - 12)
-        rows.append({"text": source[start:start + rng.randrange(6, 12)], "label": label})
-    path = folder / "labelled.jsonl"
-    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", encoding="utf-8")
-    return path
+from minimind.training.objectives.classify import (
+    accuracy,
+    class_weights,
+    confusion,
+    macro_f1,
+)
 
 
 def classify_config(tmp_path, base, files, **overrides):
@@ -176,20 +173,9 @@ def test_stopped_and_resumed_classify_run_matches_an_uninterrupted_one(tmp_path,
     mode = "sft"
     base = save_base_model(tmp_path / "base", tokenizer)
     corpus = write_labelled_corpus(tmp_path)
-    build = lambda where: classify_config(where, base, [corpus], mode=mode, max_steps=8, eval_every=1000)  # noqa: E731
-    train(build(tmp_path / "a"))
-
-    def stop_at_3(step, total, info):
-        if step == 3:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    split = build(tmp_path / "b")
-    assert train(split, progress=stop_at_3)["step"] == 3
-    assert train(split, resume=True)["state"] == "finished"
-    a, b = losses(tmp_path / "a" / "run"), losses(tmp_path / "b" / "run")
-    assert sorted(a) == sorted(b) == list(range(1, 9))
-    for step in a:
-        assert abs(a[step] - b[step]) < 1e-5, (step, a[step], b[step])
+    build = lambda where: classify_config(where, base, [corpus], mode=mode, max_steps=8, eval_every=1000)
+    interrupted_run(build, tmp_path, stop_at=3)  # stopped at step 3, resumed to the end
+    assert_same_losses(tmp_path / "a" / "run", tmp_path / "b" / "run", range(1, 9))
     report_a = json.loads((tmp_path / "a" / "run" / "confusion.json").read_text())
     report_b = json.loads((tmp_path / "b" / "run" / "confusion.json").read_text())
     assert report_a["matrix"] == report_b["matrix"]

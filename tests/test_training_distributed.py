@@ -1,25 +1,23 @@
 """torchrun: 2 CPU processes (gloo) see the same global batch as one process with a 2x batch."""
 
-import os
-import subprocess
-import sys
-
 import pytest
+from builders import write_preference_corpus, write_prompts, write_songci
 from safetensors.torch import load_file
+from training_helpers import (
+    assert_same_losses,
+    distill_config,
+    dpo_config,
+    grpo_config,
+    losses,
+    make_config,
+    one_and_two_processes,
+    save_base_model,
+    torchrun,
+    train_lines,
+    write_text_corpus,
+)
 
-from minimind.training import RunDir, TrainConfig, train
-from helpers import ROOT
-from training_helpers import losses, make_config, write_text_corpus
-
-
-def _torchrun(config_path, run_dir, *extra):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "-m", "minimind", "train", "--config", str(config_path), "--run-dir", str(run_dir),
-           "--no-progress", *extra]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    return out
+from minimind.training import RunDir, TrainConfig
 
 
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
@@ -27,22 +25,12 @@ def test_two_process_run_matches_one_process_with_the_same_global_batch(tmp_path
     corpus = write_text_corpus(tmp_path)
     # the same settings but the processes (`distributed` also picks the optimizer a new model gets: Muon
     # with ddp, AdamW with fsdp, which shards the matrices Muon needs whole)
-    single = make_config(tmp_path / "one", [corpus], model__tokenizer=str(tokenizer_dir), max_steps=4,
-                         batch_size=4, save_every=2, distributed=strategy)
-    train(single)
-    assert TrainConfig.load(tmp_path / "one" / "run" / "config.yaml").optim.name == \
-        {"ddp": "muon", "fsdp": "adamw"}[strategy]
-
-    multi = make_config(tmp_path / "two", [corpus], model__tokenizer=str(tokenizer_dir), max_steps=4,
-                        batch_size=2, save_every=2, distributed=strategy)
-    multi.save(tmp_path / "multi.yaml")
-    _torchrun(tmp_path / "multi.yaml", tmp_path / "two" / "run")
-
-    one, two = losses(tmp_path / "one" / "run"), losses(tmp_path / "two" / "run")
-    assert sorted(one) == sorted(two) == [1, 2, 3, 4]
-    for step in one:
-        assert abs(one[step] - two[step]) < 1e-4, (step, one[step], two[step])
-    run = RunDir(tmp_path / "two" / "run")
+    settings = {"model__tokenizer": str(tokenizer_dir), "max_steps": 4, "save_every": 2, "distributed": strategy}
+    one, two = one_and_two_processes(lambda where, **kw: make_config(where, [corpus], **{**settings, **kw}),
+                                     tmp_path, strategy)
+    assert TrainConfig.load(one / "config.yaml").optim.name == {"ddp": "muon", "fsdp": "adamw"}[strategy]
+    assert_same_losses(one, two, [1, 2, 3, 4], tolerance=1e-4)
+    run = RunDir(two)
     assert run.read_status()["state"] == "finished" and run.read_status()["world"] == 2
     # only rank 0 wrote files: one log, one set of checkpoints with complete model folders
     assert sorted(p.name for p in run.checkpoints.iterdir()) == ["step-2", "step-4"]
@@ -56,41 +44,24 @@ def test_two_process_run_matches_one_process_with_the_same_global_batch(tmp_path
 def test_two_process_objective_run_matches_one_process(tmp_path, tokenizer, mode):
     """DPO and distillation under DDP: each process scores its share of the batch against its own
     frozen reference (or teacher); the averaged gradients equal one process's on the whole batch."""
-    from test_training_objectives import distill_config, dpo_config, write_preference_corpus
-    from training_helpers import save_base_model
-
     base = save_base_model(tmp_path / "base", tokenizer)
     if mode == "dpo":
         data = write_preference_corpus(tmp_path)
-        build = lambda where, **kw: dpo_config(where, base, data, max_steps=3, eval_every=3, **kw)  # noqa: E731
+        build = lambda where, **kw: dpo_config(where, base, data, max_steps=3, eval_every=3, **kw)
     else:
         data = write_text_corpus(tmp_path)
-        build = lambda where, **kw: distill_config(where, base, data, max_steps=3, eval_every=3, **kw)  # noqa: E731
-    train(build(tmp_path / "one", batch_size=4))
-    multi = build(tmp_path / "two", batch_size=2, distributed="ddp")
-    multi.save(tmp_path / "multi.yaml")
-    _torchrun(tmp_path / "multi.yaml", tmp_path / "two" / "run")
-    one, two = losses(tmp_path / "one" / "run"), losses(tmp_path / "two" / "run")
-    assert sorted(one) == sorted(two) == [1, 2, 3]
-    for step in one:
-        assert abs(one[step] - two[step]) < 1e-5, (step, one[step], two[step])
+        build = lambda where, **kw: distill_config(where, base, data, max_steps=3, eval_every=3, **kw)
+    assert_same_losses(*one_and_two_processes(build, tmp_path), [1, 2, 3])
 
 
 def test_two_process_grpo_run_samples_and_learns_as_one_process(tmp_path, tokenizer):
     """GRPO under DDP: each process samples the answers of its share of the prompts, seeded by their
     place in the global batch, so two processes see the rollouts one process sees, and the
     per-answer averaged loss gives the same gradient."""
-    from test_training_grpo import grpo_config, train_lines, write_prompts
-    from training_helpers import save_base_model
-
     base = save_base_model(tmp_path / "base", tokenizer)
     prompts = write_prompts(tmp_path)
-    build = lambda where, **kw: grpo_config(where, base, prompts, max_steps=3, grpo__beta=0.04, **kw)  # noqa: E731
-    train(build(tmp_path / "one", batch_size=4))
-    multi = build(tmp_path / "two", batch_size=2, distributed="ddp")
-    multi.save(tmp_path / "multi.yaml")
-    _torchrun(tmp_path / "multi.yaml", tmp_path / "two" / "run")
-    one, two = train_lines(tmp_path / "one" / "run"), train_lines(tmp_path / "two" / "run")
+    build = lambda where, **kw: grpo_config(where, base, prompts, max_steps=3, grpo__beta=0.04, **kw)
+    one, two = map(train_lines, one_and_two_processes(build, tmp_path))
     assert [r["step"] for r in one] == [r["step"] for r in two] == [1, 2, 3]
     for a, b in zip(one, two):
         assert a["reward"] == pytest.approx(b["reward"]) and a["answer_tokens"] == pytest.approx(b["answer_tokens"])
@@ -103,22 +74,15 @@ def test_lora_with_an_extended_vocabulary_under_fsdp_saves_resumes_and_matches_o
     import shutil
 
     from minimind.checkpoint import load_model
-    from test_vocabulary import _songci
-    from training_helpers import save_base_model
 
     base = save_base_model(tmp_path / "base", tokenizer)
-    corpus = _songci(tmp_path, 40)
+    corpus = write_songci(tmp_path, 40)
     settings = dict(mode="lora", model__init_from=str(base), model__extend_vocab=50, data__seq_len=48, max_steps=4,
                     save_every=2, lora__rank=4, lora__dropout=0.0, optim__lr=1e-2)
-    train(make_config(tmp_path / "one", [corpus], batch_size=4, **settings))
-    multi = make_config(tmp_path / "two", [corpus], batch_size=2, distributed="fsdp", **settings)
-    multi.save(tmp_path / "multi.yaml")
-    run = RunDir(tmp_path / "two" / "run")
-    _torchrun(tmp_path / "multi.yaml", run.path)
-    one, two = losses(tmp_path / "one" / "run"), losses(run.path)
-    assert sorted(one) == sorted(two) == [1, 2, 3, 4]
-    for step in one:
-        assert abs(one[step] - two[step]) < 1e-4, (step, one[step], two[step])
+    one_dir, two_dir = one_and_two_processes(lambda where, **kw: make_config(where, [corpus], **settings, **kw),
+                                             tmp_path, "fsdp")
+    run = RunDir(two_dir)
+    _, two = assert_same_losses(one_dir, run.path, [1, 2, 3, 4], tolerance=1e-4)
     merged = load_model(run.checkpoints / "step-4", merge=True)
     assert merged.config.vocab_size == len(tokenizer) + 50
 
@@ -126,7 +90,7 @@ def test_lora_with_an_extended_vocabulary_under_fsdp_saves_resumes_and_matches_o
     shutil.rmtree(run.checkpoints / "step-4")
     run.truncate_metrics_after(2)
     run.write_status(state="stopped")
-    _torchrun(tmp_path / "multi.yaml", run.path, "--resume")
+    torchrun(tmp_path / "multi.yaml", run.path, "--resume")
     resumed = losses(run.path)
     for step in (3, 4):
         assert abs(resumed[step] - two[step]) < 1e-5, (step, resumed[step], two[step])

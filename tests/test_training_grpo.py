@@ -1,35 +1,20 @@
 """GRPO as an objective of the one loop: real runs on tiny data (a toy reward is learned),
 the rollout copy of a LoRA policy, exact resume, and the errors a user meets."""
 
-import json
-import os
-import signal
-
 import pytest
 import torch
+from builders import write_prompts
+from training_helpers import (
+    grpo_config,
+    interrupted_run,
+    make_config,
+    save_base_model,
+    train_lines,
+    write_text_corpus,
+)
 
 from minimind.errors import ConfigError
 from minimind.training import RunDir, train
-from training_helpers import make_config, save_base_model, write_text_corpus
-
-
-def write_prompts(folder, n: int = 40):
-    path = folder / "prompts.jsonl"
-    rows = [{"prompt": f"寫一首詩 {i}"} for i in range(n)]
-    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", encoding="utf-8")
-    return path
-
-
-def grpo_config(tmp_path, base, prompts, **overrides):
-    settings = dict(mode="grpo", model__init_from=str(base), data__seq_len=64, optim__lr=3e-3,
-                    optim__warmup_steps=0, max_steps=6, eval_every=1000, batch_size=4,
-                    grpo__rewards=[{"name": "contains", "text": "月"}], grpo__group_size=8,
-                    grpo__max_new_tokens=12, grpo__beta=0.0)
-    return make_config(tmp_path, [prompts], **{**settings, **overrides})
-
-
-def train_lines(run_dir):
-    return [r for r in RunDir(run_dir).read_metrics() if "loss" in r]
 
 
 def test_twenty_steps_of_grpo_raise_a_toy_reward(tmp_path, tokenizer, one_thread):
@@ -104,16 +89,8 @@ def test_stopped_and_resumed_grpo_run_samples_and_learns_the_same(tmp_path, toke
     """Rollouts are seeded by their place in the run, so a resumed run samples the same answers."""
     base = save_base_model(tmp_path / "base", tokenizer)
     prompts = write_prompts(tmp_path)
-    build = lambda where: grpo_config(where, base, prompts, max_steps=6, grpo__beta=0.04)  # noqa: E731
-    train(build(tmp_path / "a"))
-
-    def stop_at_3(step, total, info):
-        if step == 3:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    split = build(tmp_path / "b")
-    assert train(split, progress=stop_at_3)["step"] == 3
-    assert train(split, resume=True)["state"] == "finished"
+    build = lambda where: grpo_config(where, base, prompts, max_steps=6, grpo__beta=0.04)
+    interrupted_run(build, tmp_path, stop_at=3)  # stopped at step 3, resumed to the end
     a, b = train_lines(tmp_path / "a" / "run"), train_lines(tmp_path / "b" / "run")
     assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(1, 7))
     for x, y in zip(a, b):

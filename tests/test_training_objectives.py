@@ -3,37 +3,28 @@ the reference policy of a LoRA run, and the errors a user meets."""
 
 import json
 import math
-import os
-import signal
 
 import pytest
 import torch
+from builders import write_preference_corpus
+from helpers import SAMPLE_TEXTS
+from training_helpers import (
+    assert_same_losses,
+    distill_config,
+    dpo_config,
+    interrupted_run,
+    make_config,
+    save_base_model,
+    write_text_corpus,
+)
 
 from minimind.checkpoint import load_model
 from minimind.errors import ConfigError
 from minimind.training import RunDir, train
-from helpers import SAMPLE_TEXTS
-from training_helpers import losses, make_config, save_base_model, write_text_corpus
-
-
-def write_preference_corpus(folder, n: int = 40):
-    """Pairs whose chosen answer is a poem and whose rejected answer is an English line."""
-    path = folder / "pairs.jsonl"
-    rows = []
-    for i in range(n):
-        rows.append({"prompt": f"寫一首詩 {i}", "chosen": SAMPLE_TEXTS[i % 3], "rejected": SAMPLE_TEXTS[3 + i % 3]})
-    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", encoding="utf-8")
-    return path
 
 
 def metrics(run_dir):
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
-def dpo_config(tmp_path, base, pairs, **overrides):
-    settings = dict(mode="dpo", model__init_from=str(base), data__seq_len=96, optim__lr=1e-3,
-                    optim__warmup_steps=0, max_steps=6, eval_every=6, dpo__sft_weight=0.0)  # plain DPO
-    return make_config(tmp_path, [pairs], **{**settings, **overrides})
 
 
 @pytest.mark.parametrize("adapter", ["", "lora"])
@@ -91,11 +82,6 @@ def test_adapter_belongs_to_dpo_distill_and_grpo_only(tmp_path, tokenizer):
         make_config(tmp_path, ["x"], mode="distill").validate()
 
 
-def distill_config(tmp_path, teacher, corpus, **overrides):
-    settings = dict(mode="distill", distill__teacher=str(teacher), max_steps=8, eval_every=4, optim__lr=3e-3)
-    return make_config(tmp_path, [corpus], **{**settings, **overrides})
-
-
 def test_distilled_student_learns_the_teacher(tmp_path, tokenizer):
     corpus = write_text_corpus(tmp_path)
     teacher = save_base_model(tmp_path / "teacher", tokenizer)
@@ -128,23 +114,12 @@ def test_stopped_and_resumed_objective_run_matches_an_uninterrupted_one(tmp_path
     base = save_base_model(tmp_path / "base", tokenizer)
     if mode == "dpo":
         data = write_preference_corpus(tmp_path)
-        build = lambda where: dpo_config(where, base, data, max_steps=8, eval_every=1000)  # noqa: E731
+        build = lambda where: dpo_config(where, base, data, max_steps=8, eval_every=1000)
     else:
         data = write_text_corpus(tmp_path)
-        build = lambda where: distill_config(where, base, data, eval_every=1000)  # noqa: E731
-    train(build(tmp_path / "a"))
-
-    def stop_at_3(step, total, info):
-        if step == 3:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    split = build(tmp_path / "b")
-    assert train(split, progress=stop_at_3)["step"] == 3
-    assert train(split, resume=True)["state"] == "finished"
-    a, b = losses(tmp_path / "a" / "run"), losses(tmp_path / "b" / "run")
-    assert sorted(a) == sorted(b) == list(range(1, 9))
-    for step in a:
-        assert abs(a[step] - b[step]) < 1e-5, (step, a[step], b[step])
+        build = lambda where: distill_config(where, base, data, eval_every=1000)
+    interrupted_run(build, tmp_path, stop_at=3)  # stopped at step 3, resumed to the end
+    assert_same_losses(tmp_path / "a" / "run", tmp_path / "b" / "run", range(1, 9))
 
 
 def test_dpo_reference_of_a_lora_run_is_the_base_with_the_adapter_off(tmp_path, tokenizer):
@@ -192,9 +167,10 @@ def test_dpo_loss_of_a_batch_adds_the_chosen_answers_next_token_loss(tmp_path, t
 
 
 def test_teacher_cache_gives_what_the_teacher_gives_and_keeps_to_its_budget(tokenizer):
+    from helpers import tiny_config
+
     from minimind import MiniMindForCausalLM
     from minimind.training.objectives.distill import TeacherCache
-    from helpers import tiny_config
 
     torch.manual_seed(0)
     teacher = MiniMindForCausalLM(tiny_config(vocab_size=len(tokenizer))).eval()

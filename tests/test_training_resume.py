@@ -7,34 +7,30 @@ import sys
 import time
 
 import pytest
+from helpers import ROOT
+from training_helpers import (
+    assert_same_losses,
+    interrupted_run,
+    losses,
+    make_config,
+    write_text_corpus,
+)
 
 from minimind.training import RunDir, train
-from helpers import ROOT
-from training_helpers import losses, make_config, write_text_corpus
 
 
 def test_stopped_and_resumed_run_matches_an_uninterrupted_one(tmp_path, tokenizer_dir):
     corpus = write_text_corpus(tmp_path)
-    common = dict(model__tokenizer=str(tokenizer_dir), max_steps=12, optim__warmup_steps=3)
-    whole = make_config(tmp_path / "a", [corpus], **common)
-    train(whole)
+    build = lambda where: make_config(where, [corpus], model__tokenizer=str(tokenizer_dir), max_steps=12,
+                                      optim__warmup_steps=3)
 
-    split = make_config(tmp_path / "b", [corpus], **common)
+    def saved_at_5(stopped):
+        assert stopped["state"] == "stopped" and stopped["step"] == 5
+        assert (tmp_path / "b" / "run" / "checkpoints" / "step-5").is_dir()
 
-    def stop_at_5(step, total, info):
-        if step == 5:
-            os.kill(os.getpid(), signal.SIGTERM)  # what `kill` or the Stop button sends
-
-    status = train(split, progress=stop_at_5)
-    assert status["state"] == "stopped" and status["step"] == 5
-    assert (tmp_path / "b" / "run" / "checkpoints" / "step-5").is_dir()
-    status = train(split, resume=True)
-    assert status["state"] == "finished" and status["step"] == 12
-
-    a, b = losses(tmp_path / "a" / "run"), losses(tmp_path / "b" / "run")
-    assert sorted(a) == sorted(b) == list(range(1, 13))
-    for step in a:
-        assert abs(a[step] - b[step]) < 1e-5, (step, a[step], b[step])
+    _, resumed = interrupted_run(build, tmp_path, stop_at=5, after_stop=saved_at_5)
+    assert resumed["state"] == "finished" and resumed["step"] == 12
+    assert_same_losses(tmp_path / "a" / "run", tmp_path / "b" / "run", range(1, 13))
 
 
 KILLABLE = """

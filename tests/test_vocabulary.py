@@ -4,30 +4,32 @@ LoRA run that trains them (exact resume, adapter and merged reload), the UTF-8 g
 them, and GGUF refusing them with a message."""
 
 import json
-import os
-import signal
 from pathlib import Path
 
 import pytest
 import torch
+from builders import SONGCI, write_songci
+from training_helpers import (
+    assert_same_losses,
+    interrupted_run,
+    losses,
+    make_config,
+    save_base_model,
+)
 
 from minimind.checkpoint import load_model, load_tokenizer_for
 from minimind.errors import ConfigError, ExportError
 from minimind.training import train
-from minimind.vocabulary import (Coverage, added_characters, coverage, extend_tokenizer, has_added_characters,
-                                 resize_model)
-from helpers import ROOT
-from training_helpers import losses, make_config, save_base_model
+from minimind.vocabulary import (
+    Coverage,
+    added_characters,
+    coverage,
+    extend_tokenizer,
+    has_added_characters,
+    resize_model,
+)
 
-SONGCI = ROOT / "samples" / "songci_sample.jsonl"
 SIMPLIFIED = "风无来时处归红飞长谁梦东"  # frequent in the Song ci sample, not in the test tokenizer's texts
-
-
-def _songci(folder: Path, n: int = 80) -> Path:
-    lines = SONGCI.read_text(encoding="utf-8").splitlines()[:n]
-    path = folder / "songci.jsonl"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
 
 
 def _texts(n: int = 80) -> list[str]:
@@ -105,8 +107,9 @@ def test_new_rows_start_at_the_mean_of_their_byte_pieces(tokenizer, tiny_model):
 
 
 def test_a_model_with_spare_rows_gets_its_new_tokens_started_in_them(tokenizer):
-    from minimind import MiniMindForCausalLM
     from helpers import tiny_config
+
+    from minimind import MiniMindForCausalLM
 
     torch.manual_seed(0)
     model = MiniMindForCausalLM(tiny_config(vocab_size=len(tokenizer) + 64))  # rows past the tokenizer
@@ -132,7 +135,7 @@ def _lora_config(tmp_path, base, corpus, **overrides):
 
 def test_a_lora_run_with_extension_trains_the_new_rows_and_reloads(tmp_path, tokenizer, one_thread):
     base = save_base_model(tmp_path / "base", tokenizer)
-    corpus = _songci(tmp_path)
+    corpus = write_songci(tmp_path)
     status = train(_lora_config(tmp_path, base, corpus))
     run = tmp_path / "run"
     report = json.loads((run / "vocabulary.json").read_text(encoding="utf-8"))
@@ -171,7 +174,7 @@ def test_a_lora_run_with_extension_trains_the_new_rows_and_reloads(tmp_path, tok
 
 def test_a_run_started_from_an_extended_adapter_run_extends_it_again(tmp_path, tokenizer, one_thread):
     base = save_base_model(tmp_path / "base", tokenizer)
-    first = train(_lora_config(tmp_path / "a", base, _songci(tmp_path, 40), max_steps=2,
+    first = train(_lora_config(tmp_path / "a", base, write_songci(tmp_path, 40), max_steps=2,
                                model__extend_vocab=20))["final_checkpoint"]
     more = tmp_path / "more.jsonl"
     more.write_text("\n".join(SONGCI.read_text(encoding="utf-8").splitlines()[200:260]) + "\n", encoding="utf-8")
@@ -182,25 +185,14 @@ def test_a_run_started_from_an_extended_adapter_run_extends_it_again(tmp_path, t
 
 def test_a_stopped_and_resumed_extension_run_matches_an_uninterrupted_one(tmp_path, tokenizer, one_thread):
     base = save_base_model(tmp_path / "base", tokenizer)
-    corpus = _songci(tmp_path, 40)
-    train(_lora_config(tmp_path / "a", base, corpus, max_steps=6))
-
-    def stop_at_3(step, total, info):
-        if step == 3:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    split = _lora_config(tmp_path / "b", base, corpus, max_steps=6)
-    assert train(split, progress=stop_at_3)["step"] == 3
-    assert train(split, resume=True)["state"] == "finished"
-    a, b = losses(tmp_path / "a" / "run"), losses(tmp_path / "b" / "run")
-    assert sorted(a) == sorted(b) == list(range(1, 7))
-    for step in a:
-        assert abs(a[step] - b[step]) < 1e-5, (step, a[step], b[step])
+    corpus = write_songci(tmp_path, 40)
+    interrupted_run(lambda where: _lora_config(where, base, corpus, max_steps=6), tmp_path, stop_at=3)
+    assert_same_losses(tmp_path / "a" / "run", tmp_path / "b" / "run", range(1, 7))
 
 
 def test_full_fine_tune_with_extension_saves_the_grown_model(tmp_path, tokenizer, one_thread):
     base = save_base_model(tmp_path / "base", tokenizer)
-    cfg = make_config(tmp_path, [_songci(tmp_path, 40)], mode="pretrain", model__init_from=str(base),
+    cfg = make_config(tmp_path, [write_songci(tmp_path, 40)], mode="pretrain", model__init_from=str(base),
                       model__extend_vocab=20, data__seq_len=48, max_steps=2)
     final = Path(train(cfg)["final_checkpoint"])
     model, extended = load_model(final), load_tokenizer_for(final)
@@ -235,18 +227,19 @@ def test_gguf_refuses_an_extended_vocabulary_and_all_leaves_it_out(tmp_path, tok
 
 
 def test_qlora_and_an_untied_output_layer_train_the_new_rows_too(tmp_path, tokenizer, one_thread):
-    from minimind import MiniMindForCausalLM
     from helpers import tiny_config
 
+    from minimind import MiniMindForCausalLM
+
     base = save_base_model(tmp_path / "base", tokenizer)
-    cfg = _lora_config(tmp_path / "q", base, _songci(tmp_path, 40), mode="qlora", max_steps=2)
+    cfg = _lora_config(tmp_path / "q", base, write_songci(tmp_path, 40), mode="qlora", max_steps=2)
     assert train(cfg)["state"] == "finished"  # the 4-bit base grows its (unquantized) embedding rows
 
     untied = tmp_path / "untied"
     torch.manual_seed(0)
     MiniMindForCausalLM(tiny_config(vocab_size=len(tokenizer), tie_word_embeddings=False)).save_pretrained(untied)
     tokenizer.save_pretrained(untied, save_jinja_files=False)
-    status = train(_lora_config(tmp_path / "u", untied, _songci(tmp_path, 40), max_steps=3))
+    status = train(_lora_config(tmp_path / "u", untied, write_songci(tmp_path, 40), max_steps=3))
     merged, start = load_model(status["final_checkpoint"], merge=True), load_model(untied)
     extended = load_tokenizer_for(status["final_checkpoint"])
     resize_model(start, tokenizer, extended)

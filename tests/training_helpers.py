@@ -1,13 +1,18 @@
-"""Building blocks for the trainer tests: tiny corpora, a tiny base model, a config."""
+"""Building blocks for the trainer tests: tiny corpora, a tiny base model, a config per objective, and
+the recipes that compare two runs (stopped and resumed against whole; two processes against one)."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import torch
+from helpers import ROOT, SAMPLE_TEXTS, tiny_config
 
 from minimind import MiniMindForCausalLM
-from minimind.training import TrainConfig
-from helpers import SAMPLE_TEXTS, tiny_config
+from minimind.training import RunDir, TrainConfig, train
 
 TINY_OVERRIDES = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
                   "num_attention_heads": 4, "num_key_value_heads": 2}
@@ -64,3 +69,82 @@ def losses(run_dir: Path) -> dict[int, float]:
         if "loss" in record:
             out[record["step"]] = record["loss"]
     return out
+
+
+def dpo_config(tmp_path: Path, base, pairs, **overrides) -> TrainConfig:
+    settings = {"mode": "dpo", "model__init_from": str(base), "data__seq_len": 96, "optim__lr": 1e-3,
+                "optim__warmup_steps": 0, "max_steps": 6, "eval_every": 6, "dpo__sft_weight": 0.0}  # plain DPO
+    return make_config(tmp_path, [pairs], **{**settings, **overrides})
+
+
+def distill_config(tmp_path: Path, teacher, corpus, **overrides) -> TrainConfig:
+    settings = {"mode": "distill", "distill__teacher": str(teacher), "max_steps": 8, "eval_every": 4,
+                "optim__lr": 3e-3}
+    return make_config(tmp_path, [corpus], **{**settings, **overrides})
+
+
+def grpo_config(tmp_path: Path, base, prompts, **overrides) -> TrainConfig:
+    settings = {"mode": "grpo", "model__init_from": str(base), "data__seq_len": 64, "optim__lr": 3e-3,
+                "optim__warmup_steps": 0, "max_steps": 6, "eval_every": 1000, "batch_size": 4,
+                "grpo__rewards": [{"name": "contains", "text": "月"}], "grpo__group_size": 8,
+                "grpo__max_new_tokens": 12, "grpo__beta": 0.0}
+    return make_config(tmp_path, [prompts], **{**settings, **overrides})
+
+
+def train_lines(run_dir: Path) -> list[dict]:
+    """The run's per-step training records (those with a loss)."""
+    return [r for r in RunDir(run_dir).read_metrics() if "loss" in r]
+
+
+def assert_same_losses(run_a: Path, run_b: Path, steps, tolerance: float = 1e-5):
+    """Two runs logged a training loss at exactly `steps`, equal step by step within `tolerance`:
+    their losses ({step: loss}, {step: loss})."""
+    a, b = losses(run_a), losses(run_b)
+    assert sorted(a) == sorted(b) == list(steps)
+    for step in a:
+        assert abs(a[step] - b[step]) < tolerance, (step, a[step], b[step])
+    return a, b
+
+
+def interrupted_run(build, tmp_path: Path, stop_at: int = 3, after_stop=None) -> tuple[dict, dict]:
+    """The stop / resume recipe: `build(folder)` is a run's config (its run folder folder/run); the
+    whole run trains in tmp_path/a, the same run in tmp_path/b is stopped by a SIGTERM (what `kill`
+    or the page's Stop button sends) at step `stop_at` (then `after_stop(stopped status)` runs, if
+    given) and resumed to its end. Checks that it stopped there and finished; its (stopped, resumed)
+    statuses. Compare tmp_path/a/run with tmp_path/b/run (assert_same_losses)."""
+    train(build(tmp_path / "a"))
+
+    def stop(step, total, info):
+        if step == stop_at:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    split = build(tmp_path / "b")
+    stopped = train(split, progress=stop)
+    assert stopped["state"] == "stopped" and stopped["step"] == stop_at, stopped
+    if after_stop is not None:
+        after_stop(stopped)
+    resumed = train(split, resume=True)
+    assert resumed["state"] == "finished", resumed
+    return stopped, resumed
+
+
+def torchrun(config_path: Path, run_dir: Path, *extra):
+    """`minimind train` of a saved config in 2 CPU processes (torchrun, gloo); fails on a non-zero exit."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "-m", "minimind", "train", "--config", str(config_path), "--run-dir", str(run_dir),
+           "--no-progress", *extra]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    out = subprocess.run(cmd, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return out
+
+
+def one_and_two_processes(build, tmp_path: Path, strategy: str = "ddp") -> tuple[Path, Path]:
+    """`build(folder, **settings)`'s run trained in one process with a batch of 4 (tmp_path/one/run)
+    and in two torchrun processes (`strategy`: ddp or fsdp) with a batch of 2 each (tmp_path/two/run):
+    the two run folders, to compare."""
+    train(build(tmp_path / "one", batch_size=4))
+    multi = build(tmp_path / "two", batch_size=2, distributed=strategy)
+    multi.save(tmp_path / "multi.yaml")
+    torchrun(tmp_path / "multi.yaml", tmp_path / "two" / "run")
+    return tmp_path / "one" / "run", tmp_path / "two" / "run"
