@@ -76,6 +76,19 @@ def test_chat_session_history_and_system_message(model_dir, tokenizer):
     assert session.messages("x") == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "x"}]
 
 
+def test_chat_session_answers_by_beam_search_when_asked_in_the_chat(model_dir, tokenizer):
+    """`/params temperature=0 num_beams=3` is the terminal's way to beam search (inference/beams.py)."""
+    model, tok = chat_command.load(str(model_dir), None)
+    session = chat_command.ChatSession(model, tok, SamplingParams(temperature=1.0, seed=3, max_new_tokens=8))
+    assert "num_beams=3" in session.command("/params temperature=0 num_beams=3") and session.params.num_beams == 3
+    out = io.StringIO()
+    session.answer("床前明月光", out)
+    messages = [{"role": "user", "content": "床前明月光"}]
+    beams = chat(model, tokenizer, messages, SamplingParams(temperature=0, num_beams=3, max_new_tokens=8)).read()
+    assert out.getvalue().startswith(beams + "\n") and session.history[-1]["content"] == beams
+    assert "not changed: num_beams > 1 is beam search" in session.command("/params temperature=0.7")
+
+
 def test_chat_tells_when_old_turns_are_dropped(model_dir):
     model, tok = chat_command.load(str(model_dir), None)
     session = chat_command.ChatSession(model, tok, SamplingParams(temperature=0, max_new_tokens=100))
