@@ -7,11 +7,11 @@ os.environ.setdefault("HF_UPDATE_DOWNLOAD_COUNTS", "0")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
+from helpers import SAMPLE_TEXTS, tiny_config
 
-import minimind  # noqa: E402
-from helpers import SAMPLE_TEXTS, tiny_config  # noqa: E402
+import minimind
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # two test processes share the two cores: one thread each, or every op waits on the other's workers
@@ -46,3 +46,36 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+_CALL_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.when == "call":
+        item.stash[_CALL_FAILED] = report.failed  # for studio_page's screenshot on failure
+    return report
+
+
+@pytest.fixture
+def studio_page(request, tmp_path):
+    """A browser walk's MiniMind Studio: `page = studio_page(**options)` serves the app (on
+    tmp_path/"workspace" unless given one; `shipped_dir=`, `background_jobs=`, `access=`... go to
+    build_app) and returns a headless Chromium page opened at it (`locale=`, `accept_downloads=`);
+    `studio_page.url` is its address, `studio_page.screenshot(name)` saves test-artifacts/<name>.png.
+    A failed test leaves test-artifacts/<test>-failure.png. Skips where Debian's chromium is missing.
+    Mark the test `browser` (`pytest -m "not browser"` leaves the walks out)."""
+    from contextlib import ExitStack
+    from pathlib import Path
+
+    from webapp_helpers import CHROMIUM, StudioPage
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip("needs Debian chromium (apt-get install chromium)")
+    with ExitStack() as stack:
+        studio = StudioPage(tmp_path / "workspace", stack)
+        yield studio
+        if studio.page is not None and request.node.stash.get(_CALL_FAILED, False):
+            studio.screenshot(f"{request.node.name}-failure")

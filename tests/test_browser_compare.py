@@ -5,31 +5,26 @@ which draws four lines (each run's train and validation loss) and a table naming
 architecture; then both answer side by side on the Chat tab. Screenshots go to test-artifacts/."""
 
 import re
-import shutil
-from pathlib import Path
 
 import pytest
+from helpers import ROOT
+from webapp_helpers import make_shipped, pick, wait_for
 
 from minimind.config import POSITION_ENCODINGS
 from minimind.training import RunDir
-from webapp.app import build_app
 from webapp.workspace import Workspace
-from helpers import ROOT
-from webapp_helpers import LiveServer, chromium_page, free_port, make_shipped, pick, wait_for
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARTIFACTS = ROOT / "test-artifacts"
 FIRST = "Transformer · ALiBi" if "alibi" in POSITION_ENCODINGS else "Transformer · learned positions"
 SECOND = "LSTM + attention"
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium (apt-get install chromium)")]
+pytestmark = pytest.mark.browser
 
 
-def _train(page, ws: Workspace, architecture: str) -> str:
+def _train(studio_page, ws: Workspace, architecture: str) -> str:
     """Fill the new-model form (pico, `architecture`), start it, wait for it to finish: its run id."""
     from playwright.sync_api import expect
 
+    page = studio_page.page
     before = page.locator("#train-run input").input_value()
 
     pick(page, "Start from", "new model: pico")
@@ -37,12 +32,8 @@ def _train(page, ws: Workspace, architecture: str) -> str:
     expect(page.locator("#train-architecture")).to_be_visible()
     pick(page, "Architecture", architecture)
     pick(page, "Corpus", "shakespeare")
-    page.locator("#train-steps input").fill("6")
-    page.get_by_label("Batch size").fill("4")
-    page.get_by_label("Sequence length").fill("32")
-    page.get_by_label("Evaluate every (steps, 0 = auto)").fill("3")
-    page.locator("#start-btn").click()
-    expect(page.locator("#train-message")).to_contain_text(re.compile(r"Queued|is training"), timeout=60_000)
+    studio_page.fill_train_form(steps=6, batch_size=4, seq_len=32, eval_every=3)
+    studio_page.start_run()
     run_input = page.locator("#train-run input")
     expect(run_input).not_to_have_value(before or "-")  # the new run is the one shown
     run_id = run_input.input_value()
@@ -55,72 +46,65 @@ def _train(page, ws: Workspace, architecture: str) -> str:
 
 def _ticks(plot) -> list[float]:
     """The numbers a plot shows (its axes' tick labels)."""
-    return [float(n.replace(",", "")) for n in re.findall(r"^[\d,.]+$", plot.inner_text(), re.M)] or [0.0]
+    return [float(n.replace(",", "")) for n in re.findall(r"^[\d,.]+$", plot.inner_text(), re.MULTILINE)] or [0.0]
 
 
-def test_two_architectures_trained_compared_and_chatted_with(tmp_path):
-    from playwright.sync_api import expect, sync_playwright
+def test_two_architectures_trained_compared_and_chatted_with(tmp_path, studio_page):
+    from playwright.sync_api import expect
 
-    ARTIFACTS.mkdir(exist_ok=True)
-    ws = Workspace(tmp_path / "workspace")
+    ws = Workspace(studio_page.workspace)
     ws.save_corpus("shakespeare", [ROOT / "samples" / "shakespeare_sample.txt"], {"kind": "auto"},
                    {"kind": "text", "documents": 300})
-    app = build_app(tmp_path / "workspace", shipped_dir=make_shipped(tmp_path / "checkpoints"))
-    with LiveServer(app, free_port()) as server, sync_playwright() as pw:
-        browser, page = chromium_page(pw, CHROMIUM)
-        try:
-            page.goto(server.url)
-            page.get_by_role("tab", name="Train").click()
-            # the architecture belongs to a new model: hidden while a fine-tune's base is chosen
-            pick(page, "Start from", "shipped: minimind-tang")
-            expect(page.locator("#train-architecture")).to_be_hidden()
+    page = studio_page(shipped_dir=make_shipped(tmp_path / "checkpoints"))
+    page.get_by_role("tab", name="Train").click()
+    # the architecture belongs to a new model: hidden while a fine-tune's base is chosen
+    pick(page, "Start from", "shipped: minimind-tang")
+    expect(page.locator("#train-architecture")).to_be_hidden()
 
-            first = _train(page, ws, FIRST)
-            expect(page.locator("#train-facts")).to_contain_text(f"Architecture: {FIRST}")
-            second = _train(page, ws, SECOND)
-            assert first != second
+    first = _train(studio_page, ws, FIRST)
+    expect(page.locator("#train-facts")).to_contain_text(f"Architecture: {FIRST}")
+    second = _train(studio_page, ws, SECOND)
+    assert first != second
 
-            # Compare runs: both picked, four lines named in the legend, their final figures beside
-            page.locator("#tab-train").get_by_role("button", name="Refresh").click()
-            for run_id in (first, second):  # by exact name: a second run of the same second is "<first>-2"
-                page.get_by_role("combobox", name="Runs to compare").click()
-                page.get_by_role("option", name=run_id, exact=True).click()
-            page.keyboard.press("Escape")
-            chosen = page.locator("#compare-runs .token")
-            expect(chosen).to_have_text([first, second])
-            page.locator("#compare-btn").click()
-            # the legend's names in full (its labels cut long ones short on screen)
-            legend = page.locator("#compare-plot .role-legend").first
-            expect(legend).to_have_attribute("aria-label", re.compile("with 4 values"), timeout=60_000)
-            for run_id in (first, second):
-                for line in ("train", "validation"):
-                    expect(legend).to_have_attribute("aria-label", re.compile(re.escape(f"{run_id} · {line}")))
-            expect(page.locator("#compare-plot .role-legend-symbol path")).to_have_count(4)
-            table = page.locator("#compare-table")
-            for text in (first, second, FIRST, SECOND, "train_loss", "tokens_per_s"):
-                expect(table).to_contain_text(text)
-            # the x axis by tokens: the same lines, redrawn at the tokens each step had seen (tens of
-            # them per step here: the axis reaches far past the 6 steps)
-            page.locator("#compare-axis").get_by_text("tokens trained on", exact=True).click()
-            plot = page.locator("#compare-plot")
-            expect(plot).to_contain_text("tokens trained on", timeout=90_000)
-            wait_for(lambda: max(_ticks(plot)) > 50, timeout=90, every=0.3, what="the tokens axis")
-            expect(page.locator("#compare-plot .role-legend-symbol path")).to_have_count(4)
-            page.screenshot(path=str(ARTIFACTS / "compare-runs.png"), full_page=True)
+    # Compare runs: both picked, four lines named in the legend, their final figures beside
+    page.locator("#tab-train").get_by_role("button", name="Refresh").click()
+    for run_id in (first, second):  # by exact name: a second run of the same second is "<first>-2"
+        page.get_by_role("combobox", name="Runs to compare").click()
+        page.get_by_role("option", name=run_id, exact=True).click()
+    page.keyboard.press("Escape")
+    chosen = page.locator("#compare-runs .token")
+    expect(chosen).to_have_text([first, second])
+    page.locator("#compare-btn").click()
+    # the legend's names in full (its labels cut long ones short on screen)
+    legend = page.locator("#compare-plot .role-legend").first
+    expect(legend).to_have_attribute("aria-label", re.compile("with 4 values"), timeout=60_000)
+    for run_id in (first, second):
+        for line in ("train", "validation"):
+            expect(legend).to_have_attribute("aria-label", re.compile(re.escape(f"{run_id} · {line}")))
+    expect(page.locator("#compare-plot .role-legend-symbol path")).to_have_count(4)
+    table = page.locator("#compare-table")
+    for text in (first, second, FIRST, SECOND, "train_loss", "tokens_per_s"):
+        expect(table).to_contain_text(text)
+    # the x axis by tokens: the same lines, redrawn at the tokens each step had seen (tens of
+    # them per step here: the axis reaches far past the 6 steps)
+    page.locator("#compare-axis").get_by_text("tokens trained on", exact=True).click()
+    plot = page.locator("#compare-plot")
+    expect(plot).to_contain_text("tokens trained on", timeout=90_000)
+    wait_for(lambda: max(_ticks(plot)) > 50, timeout=90, every=0.3, what="the tokens axis")
+    expect(page.locator("#compare-plot .role-legend-symbol path")).to_have_count(4)
+    studio_page.screenshot("compare-runs")
 
-            # Chat with both runs side by side: the transformer and the LSTM answer the same message
-            page.get_by_role("tab", name="Chat").click()
-            pick(page, "Model", f"run {first}")
-            page.locator("#chat-side-by-side input[type=checkbox]").check()
-            pick(page, "Second model", f"run {second}")
-            box = page.locator("#chat-input textarea")
-            box.fill("To be, or not")
-            box.press("Enter")
-            for chatbot in ("#chatbot", "#chatbot-b"):
-                answer = page.locator(f"{chatbot} [data-testid=bot]")
-                expect(answer).to_have_count(1, timeout=60_000)
-                expect(answer).to_have_text(re.compile(r"\S"), timeout=60_000)
-                assert "\ufffd" not in answer.inner_text()
-            page.screenshot(path=str(ARTIFACTS / "compare-chat.png"), full_page=True)
-        finally:
-            browser.close()
+    # Chat with both runs side by side: the transformer and the LSTM answer the same message
+    page.get_by_role("tab", name="Chat").click()
+    pick(page, "Model", f"run {first}")
+    page.locator("#chat-side-by-side input[type=checkbox]").check()
+    pick(page, "Second model", f"run {second}")
+    box = page.locator("#chat-input textarea")
+    box.fill("To be, or not")
+    box.press("Enter")
+    for chatbot in ("#chatbot", "#chatbot-b"):
+        answer = page.locator(f"{chatbot} [data-testid=bot]")
+        expect(answer).to_have_count(1, timeout=60_000)
+        expect(answer).to_have_text(re.compile(r"\S"), timeout=60_000)
+        assert "\ufffd" not in answer.inner_text()
+    studio_page.screenshot("compare-chat")

@@ -4,35 +4,25 @@ short run and watch it finish; the rewards plot and the table of held-out answer
 rewards show what the run wrote."""
 
 import re
-import shutil
-from pathlib import Path
 
 import pytest
 import yaml
+from webapp_helpers import needs_shipped, pick
 
 from minimind.training import RunDir
-from webapp.app import build_app
 from webapp.context import SAMPLES
-from helpers import ROOT
-from webapp_helpers import LiveServer, chromium_page, free_port, pick
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARTIFACTS = ROOT / "test-artifacts"
-SHIPPED = ROOT / "checkpoints" / "minimind-tang"
 PROMPTS_SAMPLE = next(label for label, name in SAMPLES.items() if name == "tang_prompts.jsonl")
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium (apt-get install chromium)"),
-              pytest.mark.skipif(not (SHIPPED / "model.safetensors").is_file(), reason="needs the shipped MiniMind-Tang")]
+pytestmark = [pytest.mark.browser, needs_shipped("minimind-tang")]
 
 
-def _save_prompts_sample(page, expect) -> None:
+def _save_prompts_sample(studio_page, expect) -> None:
+    page = studio_page.page
     pick(page, "…or use a bundled sample", PROMPTS_SAMPLE)
     page.locator("#inspect-btn").click()
     expect(page.locator("#corpus-summary")).to_contain_text("prompts", timeout=120_000)
-    page.get_by_label("Corpus name").fill("tang-prompts")
-    page.locator("#save-corpus-btn").click()
-    expect(page.locator("#corpus-saved")).to_contain_text("Saved corpus", timeout=120_000)
+    studio_page.save_corpus("tang-prompts")
 
 
 def _choose_grpo(page, expect) -> None:
@@ -56,63 +46,50 @@ def _choose_grpo(page, expect) -> None:
     pick(page, "Corpus", "tang-prompts")
 
 
-def _short_run_settings(page) -> None:
-    page.locator("#train-steps input").fill("3")
-    page.get_by_label("Batch size").fill("2")
-    page.get_by_label("Evaluate every (steps, 0 = auto)").fill("3")
+def _short_run_settings(studio_page) -> None:
+    page = studio_page.page
+    studio_page.fill_train_form(steps=3, batch_size=2, eval_every=3)
     page.locator("#train-group-size input").fill("4")
     page.locator("#train-max-new-tokens input").fill("32")
 
 
-def test_a_grpo_run_from_the_page(tmp_path):
-    from playwright.sync_api import expect, sync_playwright
+def test_a_grpo_run_from_the_page(tmp_path, studio_page):
+    from playwright.sync_api import expect
 
-    app = build_app(tmp_path / "workspace")  # the shipped models of the repository
-    with LiveServer(app, free_port()) as server, sync_playwright() as pw:
-        browser, page = chromium_page(pw, CHROMIUM)
-        try:
-            page.goto(server.url)
-            expect(page.locator("#title")).to_contain_text("MiniMind Studio")
-            _save_prompts_sample(page, expect)
-            page.get_by_role("tab", name="Train").click()
-            _choose_grpo(page, expect)
-            _short_run_settings(page)
+    page = studio_page()  # the shipped models of the repository
+    expect(page.locator("#title")).to_contain_text("MiniMind Studio")
+    _save_prompts_sample(studio_page, expect)
+    page.get_by_role("tab", name="Train").click()
+    _choose_grpo(page, expect)
+    _short_run_settings(studio_page)
 
-            # a bad reward parameter: the config's message, and no run
-            page.locator("#reward-regex-on input").check()
-            page.locator("#reward-regex-pattern input").fill("(unclosed")
-            page.locator("#start-btn").click()
-            expect(page.get_by_text(re.compile(r"pattern '\(unclosed' does not compile"))).to_be_visible()
-            assert not list((tmp_path / "workspace" / "runs").iterdir())
-            page.locator("#reward-regex-on input").uncheck()
+    # a bad reward parameter: the config's message, and no run
+    page.locator("#reward-regex-on input").check()
+    page.locator("#reward-regex-pattern input").fill("(unclosed")
+    page.locator("#start-btn").click()
+    expect(page.get_by_text(re.compile(r"pattern '\(unclosed' does not compile"))).to_be_visible()
+    assert not list((tmp_path / "workspace" / "runs").iterdir())
+    page.locator("#reward-regex-on input").uncheck()
 
-            page.locator("#start-btn").click()
-            expect(page.locator("#train-message")).to_contain_text(re.compile(r"Queued|is training"), timeout=60_000)
-            expect(page.locator("#train-progress")).to_contain_text("finished: step 3/3", timeout=120_000)
-            expect(page.locator("#train-facts")).to_contain_text(re.compile(r"Held-out reward:\*?\*? ?\d\.\d{3}"))
+    studio_page.start_run()
+    expect(page.locator("#train-progress")).to_contain_text("finished: step 3/3", timeout=120_000)
+    expect(page.locator("#train-facts")).to_contain_text(re.compile(r"Held-out reward:\*?\*? ?\d\.\d{3}"))
 
-            plot = page.locator("#objective-plot")
-            expect(plot).to_be_visible(timeout=90_000)
-            for series in ("reward_form", "reward_rhyme", "reward_no_repetition", "kl", "val_reward"):
-                expect(plot).to_contain_text(series)
-            table = page.locator("#rollouts-table")
-            expect(table).to_be_visible(timeout=90_000)
-            for header in ("prompt", "answer", "reward", "form", "rhyme", "no_repetition"):
-                expect(table).to_contain_text(header)
-            expect(table).to_contain_text("为题")  # a held-out Tang prompt
-            expect(table).to_contain_text(re.compile(r"0\.\d+|\b[01]\b"))  # its scores
+    plot = page.locator("#objective-plot")
+    expect(plot).to_be_visible(timeout=90_000)
+    for series in ("reward_form", "reward_rhyme", "reward_no_repetition", "kl", "val_reward"):
+        expect(plot).to_contain_text(series)
+    table = page.locator("#rollouts-table")
+    expect(table).to_be_visible(timeout=90_000)
+    for header in ("prompt", "answer", "reward", "form", "rhyme", "no_repetition"):
+        expect(table).to_contain_text(header)
+    expect(table).to_contain_text("为题")  # a held-out Tang prompt
+    expect(table).to_contain_text(re.compile(r"0\.\d+|\b[01]\b"))  # its scores
 
-            run = RunDir(next((tmp_path / "workspace" / "runs").iterdir()))
-            config = yaml.safe_load(run.config_file.read_text(encoding="utf-8"))
-            assert config["grpo"]["rewards"] == [{"name": "form", "weight": 1.0}, {"name": "rhyme", "weight": 1.0},
-                                                 {"name": "no_repetition", "weight": 0.5}]
-            assert (config["grpo"]["group_size"], config["grpo"]["max_new_tokens"]) == (4, 32)
-            assert run.read_samples() and all(s["step"] == 3 for s in run.read_samples())
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "tab-train-grpo.png"), full_page=True)
-        except Exception:
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "grpo-failure.png"), full_page=True)
-            raise
-        finally:
-            browser.close()
+    run = RunDir(next((tmp_path / "workspace" / "runs").iterdir()))
+    config = yaml.safe_load(run.config_file.read_text(encoding="utf-8"))
+    assert config["grpo"]["rewards"] == [{"name": "form", "weight": 1.0}, {"name": "rhyme", "weight": 1.0},
+                                         {"name": "no_repetition", "weight": 0.5}]
+    assert (config["grpo"]["group_size"], config["grpo"]["max_new_tokens"]) == (4, 32)
+    assert run.read_samples() and all(s["step"] == 3 for s in run.read_samples())
+    studio_page.screenshot("tab-train-grpo")

@@ -8,26 +8,17 @@ on what a person sees; no command-line hint appears anywhere. Screenshots go to 
 
 import math
 import re
-import shutil
-from pathlib import Path
 
 import pytest
-
 from helpers import ROOT
-from webapp.app import build_app
-from webapp.workspace import Workspace
-from webapp_helpers import LiveServer, chromium_page, free_port, pick, table_headers, table_rows
+from webapp_helpers import SHIPPED, needs_shipped, pick, table_headers, table_rows
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARTIFACTS = ROOT / "test-artifacts"
-SHIPPED = ROOT / "checkpoints"
+from webapp.workspace import Workspace
+
 SONGCI = ROOT / "samples" / "songci_sample.jsonl"
 CLI_HINTS = re.compile(r"--resume|--set|python -m|minimind train")
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium (apt-get install chromium)"),
-              pytest.mark.skipif(not (SHIPPED / "minimind-tang" / "model.safetensors").is_file(),
-                                 reason="needs the shipped MiniMind-Tang")]
+pytestmark = [pytest.mark.browser, needs_shipped("minimind-tang")]
 
 
 def _no_cli_hints(page) -> None:
@@ -36,100 +27,80 @@ def _no_cli_hints(page) -> None:
     assert not CLI_HINTS.search(text), CLI_HINTS.search(text)
 
 
-def test_a_newcomer_fine_tunes_on_song_ci_chats_and_exports(tmp_path):
-    from playwright.sync_api import expect, sync_playwright
+def test_a_newcomer_fine_tunes_on_song_ci_chats_and_exports(studio_page):
+    from playwright.sync_api import expect
 
     from minimind.checkpoint import load_model, load_tokenizer_for
     from minimind.evaluate import evaluate_documents
     from minimind.export import default_eval_text
 
-    ARTIFACTS.mkdir(exist_ok=True)
-    workspace = tmp_path / "workspace"
-    app = build_app(workspace, shipped_dir=SHIPPED)
-    with LiveServer(app, free_port()) as server, sync_playwright() as pw:
-        browser, page = chromium_page(pw, CHROMIUM)
-        try:
-            page.goto(server.url)
-            expect(page.locator("#title")).to_contain_text("MiniMind Studio")
+    page = studio_page(shipped_dir=SHIPPED)
+    expect(page.locator("#title")).to_contain_text("MiniMind Studio")
 
-            # Corpus: upload, inspect: the page says the shipped tokenizer spells it badly, and what to do
-            page.locator("#tab-corpus input[type=file]").first.set_input_files(str(SONGCI))
-            page.locator("#inspect-btn").click()
-            summary = page.locator("#corpus-summary")
-            expect(summary).to_contain_text("Documents", timeout=120_000)
-            expect(summary).to_contain_text("Tokenizer coverage")
-            expect(summary).to_contain_text(re.compile(r"minimind-tang: \d+\.\d % of the characters in byte pieces"))
-            expect(summary).to_contain_text("Add the corpus's characters to the vocabulary")
-            page.get_by_label("Corpus name").fill("songci")
-            page.locator("#save-corpus-btn").click()
-            expect(page.locator("#corpus-saved")).to_contain_text("Saved corpus", timeout=120_000)
-            page.screenshot(path=str(ARTIFACTS / "newcomer-corpus.png"), full_page=True)
+    # Corpus: upload, inspect: the page says the shipped tokenizer spells it badly, and what to do
+    studio_page.inspect_upload(SONGCI)
+    summary = page.locator("#corpus-summary")
+    expect(summary).to_contain_text("Documents", timeout=120_000)
+    expect(summary).to_contain_text("Tokenizer coverage")
+    expect(summary).to_contain_text(re.compile(r"minimind-tang: \d+\.\d % of the characters in byte pieces"))
+    expect(summary).to_contain_text("Add the corpus's characters to the vocabulary")
+    studio_page.save_corpus("songci")
+    studio_page.screenshot("newcomer-corpus")
 
-            # Train: LoRA of the shipped model, the vocabulary extended, for half a minute
-            page.get_by_role("tab", name="Train").click()
-            pick(page, "Start from", "shipped: minimind-tang")
-            page.locator("#train-mode").get_by_text("lora", exact=True).click()
-            pick(page, "Corpus", "songci")
-            page.get_by_label("Sequence length").fill("64")
-            page.get_by_label("Batch size").fill("4")
-            page.get_by_label("Evaluate every (steps, 0 = auto)").fill("2")
-            page.locator("#train-extend-vocab input[type=checkbox]").check()
-            page.locator("#train-stop-after").get_by_text("minutes", exact=True).click()
-            page.locator("#train-minutes input").fill("0.5")
-            page.locator("#estimate-btn").click()
-            expect(page.locator("#estimate")).to_contain_text(re.compile(r"the run adds [\d,]+ of them as tokens"),
-                                                              timeout=120_000)
-            page.locator("#start-btn").click()
-            expect(page.locator("#train-message")).to_contain_text(re.compile(r"Queued|is training"), timeout=60_000)
-            legend = page.locator("#loss-plot .role-legend").first
-            expect(legend).to_contain_text("train", timeout=300_000)  # both lines from the first live draw
-            expect(legend).to_contain_text("validation")
-            expect(legend).not_to_contain_text("series")
-            expect(page.locator("#train-log textarea")).to_have_value(re.compile(r"eval step"), timeout=300_000)
-            expect(page.locator("#loss-plot .role-legend-symbol path")).to_have_count(2)
-            expect(page.locator("#train-progress")).to_contain_text("finished", timeout=300_000)
-            run_id = page.locator("#train-run input").input_value()
-            run = Workspace(workspace).runs / run_id
-            assert "characters added as tokens" in (run / "train.log").read_text(encoding="utf-8")
-            _no_cli_hints(page)
-            page.screenshot(path=str(ARTIFACTS / "newcomer-train.png"), full_page=True)
+    # Train: LoRA of the shipped model, the vocabulary extended, for half a minute
+    studio_page.choose_training("shipped: minimind-tang", "lora", "songci")
+    studio_page.fill_train_form(seq_len=64, batch_size=4, eval_every=2)
+    page.locator("#train-extend-vocab input[type=checkbox]").check()
+    page.locator("#train-stop-after").get_by_text("minutes", exact=True).click()
+    page.locator("#train-minutes input").fill("0.5")
+    page.locator("#estimate-btn").click()
+    expect(page.locator("#estimate")).to_contain_text(re.compile(r"the run adds [\d,]+ of them as tokens"),
+                                                      timeout=120_000)
+    studio_page.start_run()
+    legend = page.locator("#loss-plot .role-legend").first
+    expect(legend).to_contain_text("train", timeout=300_000)  # both lines from the first live draw
+    expect(legend).to_contain_text("validation")
+    expect(legend).not_to_contain_text("series")
+    expect(page.locator("#train-log textarea")).to_have_value(re.compile(r"eval step"), timeout=300_000)
+    expect(page.locator("#loss-plot .role-legend-symbol path")).to_have_count(2)
+    expect(page.locator("#train-progress")).to_contain_text("finished", timeout=300_000)
+    run_id = page.locator("#train-run input").input_value()
+    run = Workspace(studio_page.workspace).runs / run_id
+    assert "characters added as tokens" in (run / "train.log").read_text(encoding="utf-8")
+    _no_cli_hints(page)
+    studio_page.screenshot("newcomer-train")
 
-            # Chat: the message box is where typing goes, Enter sends; side by side names both models
-            page.get_by_role("tab", name="Chat").click()
-            pick(page, "Model", f"run {run_id}")
-            box = page.locator("#chat-input textarea")
-            box.fill("以《浣溪沙》为题写一首词")
-            box.press("Enter")
-            answer = page.locator("#chatbot [data-testid=bot]")
-            expect(answer).to_have_count(1, timeout=60_000)
-            expect(answer).to_have_text(re.compile(r"[^\s…]"), timeout=60_000)
-            assert "\ufffd" not in answer.inner_text()
-            page.locator("#chat-side-by-side input[type=checkbox]").check()
-            pick(page, "Second model", "shipped: minimind-tang")
-            expect(page.locator("#chatbot")).to_contain_text(run_id)
-            expect(page.locator("#chatbot-b")).to_contain_text("minimind-tang")
-            page.screenshot(path=str(ARTIFACTS / "newcomer-chat.png"), full_page=True)
+    # Chat: the message box is where typing goes, Enter sends; side by side names both models
+    page.get_by_role("tab", name="Chat").click()
+    pick(page, "Model", f"run {run_id}")
+    box = page.locator("#chat-input textarea")
+    box.fill("以《浣溪沙》为题写一首词")
+    box.press("Enter")
+    answer = page.locator("#chatbot [data-testid=bot]")
+    expect(answer).to_have_count(1, timeout=60_000)
+    expect(answer).to_have_text(re.compile(r"[^\s…]"), timeout=60_000)
+    assert "\ufffd" not in answer.inner_text()
+    page.locator("#chat-side-by-side input[type=checkbox]").check()
+    pick(page, "Second model", "shipped: minimind-tang")
+    expect(page.locator("#chatbot")).to_contain_text(run_id)
+    expect(page.locator("#chatbot-b")).to_contain_text("minimind-tang")
+    studio_page.screenshot("newcomer-chat")
 
-            # Export: merged weights, scored on the run's own held-out text; the figure agrees with eval
-            page.get_by_role("tab", name="Export").click()
-            pick(page, "Model", f"run {run_id}")
-            formats = page.locator("#export-formats")
-            formats.get_by_label("hf", exact=True).uncheck()
-            formats.get_by_label("merged", exact=True).check()
-            page.locator("#export-btn").click()
-            expect(page.locator("#export-table")).to_contain_text("verified", timeout=300_000)
-            expect(page.locator("#export-message")).to_contain_text(f"validation split of run {run_id}")
-            (row,) = table_rows(page, "export-table")
-            shown = float(dict(zip(table_headers(page, "export-table"), row))["perplexity"].replace(",", ""))
-            _no_cli_hints(page)
-            page.screenshot(path=str(ARTIFACTS / "newcomer-export.png"), full_page=True)
-        except Exception:
-            page.screenshot(path=str(ARTIFACTS / "newcomer-failure.png"), full_page=True)
-            raise
-        finally:
-            browser.close()
+    # Export: merged weights, scored on the run's own held-out text; the figure agrees with eval
+    page.get_by_role("tab", name="Export").click()
+    pick(page, "Model", f"run {run_id}")
+    formats = page.locator("#export-formats")
+    formats.get_by_label("hf", exact=True).uncheck()
+    formats.get_by_label("merged", exact=True).check()
+    page.locator("#export-btn").click()
+    expect(page.locator("#export-table")).to_contain_text("verified", timeout=300_000)
+    expect(page.locator("#export-message")).to_contain_text(f"validation split of run {run_id}")
+    (row,) = table_rows(page, "export-table")
+    shown = float(dict(zip(table_headers(page, "export-table"), row))["perplexity"].replace(",", ""))
+    _no_cli_hints(page)
+    studio_page.screenshot("newcomer-export")
 
-    final = sorted((run / "checkpoints").glob("step-*"), key=lambda p: int(p.name[5:]))[-1]
+    final = max((run / "checkpoints").glob("step-*"), key=lambda p: int(p.name[5:]))
     docs, _ = default_eval_text(final)
     model = load_model(final, merge=True)
     measured = evaluate_documents(model, load_tokenizer_for(final), docs,

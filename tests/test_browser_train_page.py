@@ -4,116 +4,93 @@ lines, named in the legend, without a reload; a run stopped from the page says i
 words how to go on (no command-line hint), and once resumed and finished, says so."""
 
 import re
-import shutil
-from pathlib import Path
 
 import pytest
 import yaml
-
-from webapp.app import build_app
-from webapp.workspace import Workspace
 from helpers import ROOT
-from webapp_helpers import LiveServer, chromium_page, free_port, pick
+from webapp_helpers import needs_shipped, pick
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARTIFACTS = ROOT / "test-artifacts"
-SHIPPED = ROOT / "checkpoints" / "minimind-tang"
+from webapp.workspace import Workspace
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium (apt-get install chromium)"),
-              pytest.mark.skipif(not (SHIPPED / "model.safetensors").is_file(), reason="needs the shipped MiniMind-Tang")]
+pytestmark = [pytest.mark.browser, needs_shipped("minimind-tang")]
 
 
 def _step(page) -> int:
     return int(page.locator("#run-progress").get_attribute("data-step") or 0)
 
 
-def test_minutes_budget_both_loss_lines_and_stop_resume_in_page_words(tmp_path):
-    from playwright.sync_api import expect, sync_playwright
+def test_minutes_budget_both_loss_lines_and_stop_resume_in_page_words(studio_page):
+    from playwright.sync_api import expect
 
-    ws = Workspace(tmp_path / "workspace")
+    ws = Workspace(studio_page.workspace)
     ws.save_corpus("chats", [ROOT / "samples" / "tang_chat_sample.jsonl"], {"kind": "auto"},
                    {"kind": "chat", "documents": 314})
-    app = build_app(tmp_path / "workspace")  # the shipped models of the repository
-    with LiveServer(app, free_port()) as server, sync_playwright() as pw:
-        browser, page = chromium_page(pw, CHROMIUM)
-        try:
-            page.goto(server.url)
-            page.get_by_role("tab", name="Train").click()
-            runs = page.locator("#runs-table")
-            for moment in ("as drawn", "after the page's first watch"):
-                if moment != "as drawn":
-                    expect(page.get_by_text("Queue: empty")).to_be_visible()
-                expect(runs).to_contain_text("state")
-                headers = [h.strip() for h in runs.locator("th").all_inner_texts() if h.strip()]
-                assert {"run", "state", "mode", "step", "val_loss"} <= set(headers), (moment, headers)
-                assert not {"1", "2", "3"} & set(headers), (moment, headers)  # not Gradio's placeholders
-                expect(runs.locator("tbody tr")).to_have_count(0)  # no blank row
+    page = studio_page()  # the shipped models of the repository
+    page.get_by_role("tab", name="Train").click()
+    runs = page.locator("#runs-table")
+    for moment in ("as drawn", "after the page's first watch"):
+        if moment != "as drawn":
+            expect(page.get_by_text("Queue: empty")).to_be_visible()
+        expect(runs).to_contain_text("state")
+        headers = [h.strip() for h in runs.locator("th").all_inner_texts() if h.strip()]
+        assert {"run", "state", "mode", "step", "val_loss"} <= set(headers), (moment, headers)
+        assert not {"1", "2", "3"} & set(headers), (moment, headers)  # not Gradio's placeholders
+        expect(runs.locator("tbody tr")).to_have_count(0)  # no blank row
 
-            pick(page, "Start from", "shipped: minimind-tang")
-            pick(page, "Corpus", "chats")
-            page.get_by_label("Sequence length").fill("64")
-            page.get_by_label("Batch size").fill("4")
-            page.get_by_label("Evaluate every (steps, 0 = auto)").fill("2")
-            expect(page.locator("#train-minutes")).to_be_hidden()
-            page.locator("#train-stop-after").get_by_text("minutes", exact=True).click()
-            expect(page.locator("#train-minutes")).to_be_visible()
-            expect(page.locator("#train-steps")).to_be_hidden()
-            page.locator("#train-minutes input").fill("0.5")
-            page.locator("#start-btn").click()
-            expect(page.locator("#train-message")).to_contain_text("Queued", timeout=60_000)
+    pick(page, "Start from", "shipped: minimind-tang")
+    pick(page, "Corpus", "chats")
+    studio_page.fill_train_form(seq_len=64, batch_size=4, eval_every=2)
+    expect(page.locator("#train-minutes")).to_be_hidden()
+    page.locator("#train-stop-after").get_by_text("minutes", exact=True).click()
+    expect(page.locator("#train-minutes")).to_be_visible()
+    expect(page.locator("#train-steps")).to_be_hidden()
+    page.locator("#train-minutes input").fill("0.5")
+    page.locator("#start-btn").click()
+    expect(page.locator("#train-message")).to_contain_text("Queued", timeout=60_000)
 
-            # both lines, named, drawn live: no reload of the page
-            # (the legend, not the plot's label "Loss (train and validation)"; Gradio 6 leaves a line
-            # that first appears in a live update undrawn: no colour, no legend symbol)
-            legend = page.locator("#loss-plot .role-legend").first
-            expect(legend).to_contain_text("validation", timeout=300_000)
-            expect(legend).to_contain_text("train", timeout=60_000)
-            expect(legend).to_contain_text("loss on")
-            expect(legend).not_to_contain_text("series")
-            expect(page.locator("#train-log textarea")).to_have_value(re.compile(r"eval step"), timeout=300_000)
-            symbols = page.locator("#loss-plot .role-legend-symbol path")
-            expect(symbols).to_have_count(2)  # a coloured symbol for each line: both are drawn
-            strokes = symbols.evaluate_all("els => els.map(e => e.getAttribute('stroke'))")
-            assert len(set(strokes)) == 2 and None not in strokes, strokes
-            legend_box, plot_box = legend.bounding_box(), page.locator("#loss-plot").bounding_box()
-            assert legend_box["y"] + legend_box["height"] <= plot_box["y"] + plot_box["height"]  # not clipped
-            expect(page.locator("#train-progress")).to_contain_text("finished", timeout=300_000)
-            expect(page.locator("#train-message")).to_contain_text("finished")
-            first = ws.runs / page.locator("#train-run input").input_value()
-            config = yaml.safe_load((first / "config.yaml").read_text())
-            assert config["time_budget_s"] == 30 and config["max_steps"] == 0
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "tab-train-minutes.png"), full_page=True)
+    # both lines, named, drawn live: no reload of the page
+    # (the legend, not the plot's label "Loss (train and validation)"; Gradio 6 leaves a line
+    # that first appears in a live update undrawn: no colour, no legend symbol)
+    legend = page.locator("#loss-plot .role-legend").first
+    expect(legend).to_contain_text("validation", timeout=300_000)
+    expect(legend).to_contain_text("train", timeout=60_000)
+    expect(legend).to_contain_text("loss on")
+    expect(legend).not_to_contain_text("series")
+    expect(page.locator("#train-log textarea")).to_have_value(re.compile(r"eval step"), timeout=300_000)
+    symbols = page.locator("#loss-plot .role-legend-symbol path")
+    expect(symbols).to_have_count(2)  # a coloured symbol for each line: both are drawn
+    strokes = symbols.evaluate_all("els => els.map(e => e.getAttribute('stroke'))")
+    assert len(set(strokes)) == 2 and None not in strokes, strokes
+    legend_box, plot_box = legend.bounding_box(), page.locator("#loss-plot").bounding_box()
+    assert legend_box["y"] + legend_box["height"] <= plot_box["y"] + plot_box["height"]  # not clipped
+    expect(page.locator("#train-progress")).to_contain_text("finished", timeout=300_000)
+    expect(page.locator("#train-message")).to_contain_text("finished")
+    first = ws.runs / page.locator("#train-run input").input_value()
+    config = yaml.safe_load((first / "config.yaml").read_text())
+    assert config["time_budget_s"] == 30 and config["max_steps"] == 0
+    studio_page.screenshot("tab-train-minutes")
 
-            # stop a run in steps, then resume it to the end
-            page.locator("#train-stop-after").get_by_text("steps", exact=True).click()
-            expect(page.locator("#train-steps")).to_be_visible()
-            page.locator("#train-steps input").fill("150")
-            page.get_by_label("Evaluate every (steps, 0 = auto)").fill("0")
-            page.locator("#start-btn").click()
-            expect(page.locator("#train-progress")).to_contain_text(re.compile(r"running: step [1-9]"),
-                                                                    timeout=300_000)
-            page.locator("#stop-btn").click()
-            message = page.locator("#train-message")
-            expect(message).to_contain_text(re.compile(r"stopped at step \d+ — press Resume to continue"),
-                                            timeout=120_000)
-            log = page.locator("#train-log textarea")
-            expect(log).to_have_value(re.compile(r"stopped at step \d+ \(checkpoint saved\) — press Resume to continue"),
-                                      timeout=90_000)
-            assert "--resume" not in page.locator("body").inner_text() + log.input_value()
-            stopped_at = _step(page)
-            assert 0 < stopped_at < 150
+    # stop a run in steps, then resume it to the end
+    page.locator("#train-stop-after").get_by_text("steps", exact=True).click()
+    expect(page.locator("#train-steps")).to_be_visible()
+    studio_page.fill_train_form(steps=150, eval_every=0)
+    page.locator("#start-btn").click()
+    expect(page.locator("#train-progress")).to_contain_text(re.compile(r"running: step [1-9]"),
+                                                            timeout=300_000)
+    page.locator("#stop-btn").click()
+    message = page.locator("#train-message")
+    expect(message).to_contain_text(re.compile(r"stopped at step \d+ — press Resume to continue"),
+                                    timeout=120_000)
+    log = page.locator("#train-log textarea")
+    expect(log).to_have_value(re.compile(r"stopped at step \d+ \(checkpoint saved\) — press Resume to continue"),
+                              timeout=90_000)
+    assert "--resume" not in page.locator("body").inner_text() + log.input_value()
+    stopped_at = _step(page)
+    assert 0 < stopped_at < 150
 
-            page.locator("#resume-btn").click()
-            expect(message).to_contain_text(re.compile(r"to resume|is training \(resumed\)"), timeout=60_000)
-            expect(page.locator("#train-progress")).to_contain_text("finished: step 150/150", timeout=600_000)
-            expect(message).to_contain_text("finished: 150 steps", timeout=90_000)
-            expect(message).not_to_contain_text("resume")
-            assert "--resume" not in page.locator("body").inner_text() + log.input_value()
-        except Exception:
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "train-page-failure.png"), full_page=True)
-            raise
-        finally:
-            browser.close()
+    page.locator("#resume-btn").click()
+    expect(message).to_contain_text(re.compile(r"to resume|is training \(resumed\)"), timeout=60_000)
+    expect(page.locator("#train-progress")).to_contain_text("finished: step 150/150", timeout=600_000)
+    expect(message).to_contain_text("finished: 150 steps", timeout=90_000)
+    expect(message).not_to_contain_text("resume")
+    assert "--resume" not in page.locator("body").inner_text() + log.input_value()

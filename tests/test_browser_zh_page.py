@@ -3,20 +3,11 @@ labels, buttons, the Device line and the messages the page composes at run time 
 with none of the English labels left over. Screenshots go to test-artifacts/."""
 
 import re
-import shutil
-from pathlib import Path
 
 import pytest
+from webapp_helpers import make_shipped
 
-from helpers import ROOT
-from webapp.app import build_app
-from webapp_helpers import LiveServer, chromium_page, free_port, make_shipped
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARTIFACTS = ROOT / "test-artifacts"
-
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium (apt-get install chromium)")]
+pytestmark = pytest.mark.browser
 
 # English labels the page translates: none may be left on the zh-CN page (whole words, case as shown)
 DENY = ["Device", "Corpus", "Train", "Chat", "Export", "Inspect", "Statistics", "Samples", "Save corpus",
@@ -35,47 +26,39 @@ def _leftovers(page, elem_id: str) -> list[str]:
     return sorted({m.group(0) for m in DENIED.finditer(text)})
 
 
-def test_chinese_page_has_no_english_labels_left(tmp_path):
-    from playwright.sync_api import expect, sync_playwright
+def test_chinese_page_has_no_english_labels_left(tmp_path, studio_page):
+    from playwright.sync_api import expect
 
-    ARTIFACTS.mkdir(exist_ok=True)
-    shipped = make_shipped(tmp_path / "checkpoints")
-    app = build_app(tmp_path / "workspace", shipped_dir=shipped)
-    with LiveServer(app, free_port()) as server, sync_playwright() as pw:
-        browser, page = chromium_page(pw, CHROMIUM, locale="zh-CN")
-        try:
-            page.goto(server.url)
-            expect(page.get_by_role("tab", name="语料")).to_be_visible()
+    page = studio_page(shipped_dir=make_shipped(tmp_path / "checkpoints"), locale="zh-CN")
+    expect(page.get_by_role("tab", name="语料")).to_be_visible()
 
-            # Corpus: a bundled sample, inspected: the statistics the server composes are Chinese too
-            page.get_by_role("combobox", name="……或使用内置示例").click()
-            page.get_by_role("option", name="Tang poems (2,016 poems, JSONL)").click()
-            page.locator("#inspect-btn").click()
-            expect(page.locator("#corpus-summary")).to_contain_text("字符数", timeout=60_000)
-            expect(page.locator("#corpus-problems")).to_contain_text("未发现问题")
-            expect(page.locator("#inspect-btn")).to_have_text("检查")
-            # the histogram drawn (its axis titles are text of the tab once it is)
-            expect(page.locator("#corpus-histogram")).to_contain_text("文档数", timeout=90_000)
-            assert _leftovers(page, "tab-corpus") == []
-            page.screenshot(path=str(ARTIFACTS / "zh-tab-corpus.png"), full_page=True)
+    # Corpus: a bundled sample, inspected: the statistics the server composes are Chinese too
+    page.get_by_role("combobox", name="……或使用内置示例").click()
+    page.get_by_role("option", name="Tang poems (2,016 poems, JSONL)").click()
+    page.locator("#inspect-btn").click()
+    expect(page.locator("#corpus-summary")).to_contain_text("字符数", timeout=60_000)
+    expect(page.locator("#corpus-problems")).to_contain_text("未发现问题")
+    expect(page.locator("#inspect-btn")).to_have_text("检查")
+    # the histogram drawn (its axis titles are text of the tab once it is)
+    expect(page.locator("#corpus-histogram")).to_contain_text("文档数", timeout=90_000)
+    assert _leftovers(page, "tab-corpus") == []
+    studio_page.screenshot("zh-tab-corpus")
 
-            # Train: the Device line and the run-time queue line (the timer's first tick)
-            page.get_by_role("tab", name="训练").click()
-            expect(page.locator("#tab-train")).to_contain_text("设备：")
-            expect(page.locator("#tab-train")).to_contain_text("队列：", timeout=90_000)
-            expect(page.locator("#start-btn")).to_have_text("开始训练")
-            expect(page.locator("#estimate-btn")).to_have_text("估算规模与时间")
-            expect(page.locator("#runs-table thead")).to_contain_text("状态")
-            assert _leftovers(page, "tab-train") == []
-            page.screenshot(path=str(ARTIFACTS / "zh-tab-train.png"), full_page=True)
+    # Train: the Device line and the run-time queue line (the timer's first tick)
+    page.get_by_role("tab", name="训练").click()
+    expect(page.locator("#tab-train")).to_contain_text("设备：")
+    expect(page.locator("#tab-train")).to_contain_text("队列：", timeout=90_000)
+    expect(page.locator("#start-btn")).to_have_text("开始训练")
+    expect(page.locator("#estimate-btn")).to_have_text("估算规模与时间")
+    expect(page.locator("#runs-table thead")).to_contain_text("状态")
+    assert _leftovers(page, "tab-train") == []
+    studio_page.screenshot("zh-tab-train")
 
-            page.get_by_role("tab", name="对话").click()
-            expect(page.locator("#chat-send")).to_have_text("发送")
-            assert _leftovers(page, "tab-chat") == []
+    page.get_by_role("tab", name="对话").click()
+    expect(page.locator("#chat-send")).to_have_text("发送")
+    assert _leftovers(page, "tab-chat") == []
 
-            page.get_by_role("tab", name="导出").click()
-            expect(page.locator("#export-btn")).to_have_text("导出")
-            assert _leftovers(page, "tab-export") == []
-            page.screenshot(path=str(ARTIFACTS / "zh-tab-export.png"), full_page=True)
-        finally:
-            browser.close()
+    page.get_by_role("tab", name="导出").click()
+    expect(page.locator("#export-btn")).to_have_text("导出")
+    assert _leftovers(page, "tab-export") == []
+    studio_page.screenshot("zh-tab-export")

@@ -2,23 +2,24 @@
 
 import json
 import os
+import re
+import shutil
 import socket
 import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import httpx
-
+import pytest
 import torch
 import uvicorn
+from helpers import ROOT, SAMPLE_TEXTS, tiny_config
 
 from minimind import MiniMindForCausalLM
 from minimind.tokenizer import build_tokenizer
-from helpers import ROOT, SAMPLE_TEXTS, tiny_config
-
 
 # how many inputs /start_training takes (the page's Train form; the newest last, each with a default)
 START_INPUTS = 30
@@ -72,8 +73,28 @@ def wait_for(predicate, timeout: float = 300, every: float = 0.5, what: str = "c
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def train_through_the_page(client, inputs: list, runs: Path, what: str = "the run") -> tuple[str, dict]:
+    """Start a run through the page's API (/start_training with `inputs`, a gradio_client Client):
+    the page says it is queued; it then finishes within 10 minutes in `runs`: (run id, its status)."""
+    from minimind.training import RunDir
+
+    run_choice, message = client.predict(*inputs, api_name="/start_training")
+    run_id = run_choice if isinstance(run_choice, str) else run_choice["value"]
+    assert "Queued" in message
+    run = RunDir(runs / run_id)
+    wait_for(lambda: run.read_status().get("state") in ("finished", "failed"), timeout=600, what=what)
+    status = run.read_status()
+    assert status["state"] == "finished", status.get("error")
+    return run_id, status
+
+
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = ROOT / "test-artifacts"  # the browser walks' screenshots
+SHIPPED = ROOT / "checkpoints"
 
 
 def chromium_page(pw, executable: str, **page_options):
@@ -82,6 +103,95 @@ def chromium_page(pw, executable: str, **page_options):
     page = browser.new_page(viewport={"width": 1400, "height": 1100}, **page_options)
     page.set_default_timeout(60_000)
     return browser, page
+
+
+def needs_shipped(*names: str):
+    """Skip mark for a walk that uses the repository's shipped models (checkpoints/<name>, weights
+    included); default: MiniMind-Tang."""
+    missing = [n for n in names or ("minimind-tang",) if not (SHIPPED / n / "model.safetensors").is_file()]
+    return pytest.mark.skipif(bool(missing), reason=f"needs the shipped {', '.join(missing)}")
+
+
+class StudioPage:
+    """What the `studio_page` fixture (tests/conftest.py) gives a browser walk: call it to serve
+    MiniMind Studio on a free port and open it in headless Chromium; the server, the browser and
+    Playwright close after the test (in that order reversed: browser, Playwright, server)."""
+
+    def __init__(self, workspace: Path, stack: ExitStack):
+        self.workspace = workspace  # the default workspace: <tmp_path>/workspace
+        self._stack = stack
+        self.url: str | None = None
+        self.page = None
+
+    def __call__(self, workspace: Path | None = None, *, locale: str | None = None,
+                 accept_downloads: bool = False, **settings):
+        """The page, at the Studio's address: `build_app(workspace, **settings)` (shipped_dir,
+        background_jobs, access, ...) served by uvicorn, a 1400 x 1100 page (`locale`, e.g.
+        "zh-CN"; `accept_downloads`) waiting up to 60 s per step."""
+        from playwright.sync_api import sync_playwright
+
+        from webapp.app import build_app
+
+        assert self.page is None, "one page a test"
+        app = build_app(workspace or self.workspace, **settings)
+        self.url = self._stack.enter_context(LiveServer(app, free_port())).url
+        pw = self._stack.enter_context(sync_playwright())
+        options = {"accept_downloads": True} if accept_downloads else {}
+        browser, self.page = chromium_page(pw, CHROMIUM, **({"locale": locale} if locale else {}), **options)
+        self._stack.callback(browser.close)
+        self.page.goto(self.url)
+        return self.page
+
+    # the steps many walks take, each as a person does it on the page
+
+    def inspect_upload(self, path: Path) -> None:
+        """Corpus tab: upload the file at `path` and press Inspect."""
+        self.page.locator("#tab-corpus input[type=file]").first.set_input_files(str(path))
+        self.page.locator("#inspect-btn").click()
+
+    def save_corpus(self, name: str, saved: str = "Saved corpus", timeout: float = 120_000) -> None:
+        """Corpus tab: save the inspected corpus as `name`; the page then says `saved`."""
+        from playwright.sync_api import expect
+
+        self.page.get_by_label("Corpus name").fill(name)
+        self.page.locator("#save-corpus-btn").click()
+        expect(self.page.locator("#corpus-saved")).to_contain_text(saved, timeout=timeout)
+
+    def choose_training(self, start: str, mode: str, corpus: str) -> None:
+        """Train tab (opened): start from `start` (e.g. "shipped: minimind-tang"), in mode `mode`, on the
+        saved corpus `corpus`."""
+        self.page.get_by_role("tab", name="Train").click()
+        pick(self.page, "Start from", start)
+        self.page.locator("#train-mode").get_by_text(mode, exact=True).click()
+        pick(self.page, "Corpus", corpus)
+
+    def fill_train_form(self, *, steps=None, seq_len=None, batch_size=None, lr=None, eval_every=None) -> None:
+        """Train tab: type the numbers given into their fields (the others keep their values)."""
+        page = self.page
+        fields = [(page.locator("#train-steps input"), steps), (page.get_by_label("Sequence length"), seq_len),
+                  (page.get_by_label("Batch size"), batch_size), (page.get_by_label("Learning rate"), lr),
+                  (page.get_by_label("Evaluate every (steps, 0 = auto)"), eval_every)]
+        for field, value in fields:
+            if value is not None:
+                field.fill(str(value))
+
+    def start_run(self) -> None:
+        """Train tab: press Start training; the page says the run is queued or training."""
+        from playwright.sync_api import expect
+
+        self.page.locator("#start-btn").click()
+        expect(self.page.locator("#train-message")).to_contain_text(re.compile(r"Queued|is training"),
+                                                                    timeout=60_000)
+
+    def screenshot(self, name: str, element=None) -> Path:
+        """A screenshot into test-artifacts/<name>.png: the full page, or just `element` (a locator)."""
+        ARTIFACTS.mkdir(exist_ok=True)
+        path = ARTIFACTS / f"{name}.png"
+        if element is not None:
+            element.screenshot(path=str(path))
+        else:
+            self.page.screenshot(path=str(path), full_page=True)
+        return path
 
 
 def pick(page, label: str, option: str) -> None:
@@ -142,21 +252,21 @@ def studio_process(root: Path, settings: dict[str, str], ready_auth=None):
         "SPACE_ID", "GRADIO_TEMP_DIR")}
     env.update({"PYTHONPATH": str(ROOT), "MINIMIND_HOME": str(root / "ws"), "GRADIO_SERVER_PORT": str(port),
                 "GRADIO_SERVER_NAME": "127.0.0.1", **settings})
-    log = open(root / "server.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "webapp"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
+    with open(root / "server.log", "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "webapp"], cwd=ROOT, env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
 
-    def up():
-        assert proc.poll() is None, (root / "server.log").read_text()
+        def up():
+            assert proc.poll() is None, (root / "server.log").read_text()
+            try:
+                return httpx.get(url + "/v1/models", auth=ready_auth, timeout=5).status_code == 200
+            except httpx.HTTPError:
+                return False
+
         try:
-            return httpx.get(url + "/v1/models", auth=ready_auth, timeout=5).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    try:
-        wait_for(up, timeout=180, every=0.5, what="the Studio to start")
-        yield url, proc
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
+            wait_for(up, timeout=180, every=0.5, what="the Studio to start")
+            yield url, proc
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
