@@ -24,7 +24,7 @@ def machine(threads: int, load_before, load_after) -> dict:
     import torch
 
     from benchmarks._harness import machine as basic
-    from minimind.training.precision import cpu_flags
+    from minimind.hardware import cpu_flags
 
     info = basic()
     present = cpu_flags()

@@ -79,8 +79,6 @@ def load_model(path: str | Path, adapter: str | Path | None = None, dtype: torch
     """
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
-    import minimind  # noqa: F401  (registers the Auto classes in this process)
-
     if adapter is None and is_adapter(path):
         path, adapter = adapter_base(path), path
     if is_adapter(path):  # a chain: the base is itself a run's adapter on its own base

@@ -18,8 +18,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .checkpoint import adapter_base, check_model_folder, is_adapter, load_model, load_tokenizer_for
 from .errors import CheckpointError
 from .inference.engine import Engine, engine_for
+from .sampling_params import SamplingParams
 
 DEFAULT_BUDGET_MB = 2048
 
@@ -60,10 +62,6 @@ def budget_from_env() -> int:
 
 
 def _load_folder(path: str | Path, adapter: str | Path | None, max_batch: int) -> LoadedModel:
-    from .checkpoint import load_model, load_tokenizer_for
-
-    from .sampling_params import SamplingParams
-
     model = load_model(path, adapter=adapter, merge=True)  # adapters folded in: the engine runs a plain model
     folder = Path(adapter or path)
     return LoadedModel(model, load_tokenizer_for(path), engine_for(model, max_batch), folder,
@@ -88,8 +86,6 @@ class ModelRegistry:
         """Serve a model folder (optionally with a LoRA adapter merged in) as `name` (default: the
         adapter's or the model's folder name). Checks the folder now; loads on first use unless
         `lazy=False`. Returns the name."""
-        from .checkpoint import adapter_base, check_model_folder, is_adapter
-
         path = Path(path)
         base = Path(adapter_base(path)) if adapter is None and is_adapter(path) else path
         check_model_folder(base)  # fail now, not at the first request

@@ -14,9 +14,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import minimind.export.onnx as onnx
+
+from ..checkpoint import adapter_base, is_adapter, is_classifier, load_tokenizer_for
 from ..classifier import is_classifier_model
 from ..lstm import is_lstm
 from ..errors import ExportError
+from ..vocabulary import has_added_characters
 from .card import write_card
 from .formats import DTYPES, FORMATS, lstm_refusal, tolerance_for
 from .gguf import write_gguf
@@ -78,17 +82,13 @@ def applicable_formats(model_dir: str | Path, adapter: str | Path | None = None)
     import json
     from types import SimpleNamespace
 
-    from ..checkpoint import adapter_base, is_adapter, is_classifier, load_tokenizer_for
-    from ..vocabulary import has_added_characters
-    from .onnx import missing_packages
-
     has_adapter = adapter is not None or is_adapter(model_dir)
     classifier = is_classifier(adapter if adapter is not None else model_dir)
     config_dir = Path(adapter_base(model_dir)) if is_adapter(model_dir) else Path(model_dir)
     config_file = config_dir / "config.json"
     fields = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
     config = SimpleNamespace(**fields)
-    no_onnx = bool(missing_packages()) or onnx_refusal(config) is not None  # not installed, or experts
+    no_onnx = bool(onnx.missing_packages()) or onnx_refusal(config) is not None  # not installed, or experts
     if classifier:
         return [] if no_onnx else [f for f in FORMATS if f.startswith("onnx")]
     not_llama = not_llama_shaped(config) is not None  # experts, other positions, other families

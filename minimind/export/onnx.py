@@ -49,6 +49,7 @@ from torch import nn
 
 from ..classifier import is_classifier_model, last_token_index
 from ..errors import ExportError
+from ..hardware import VNNI_FLAGS, cpu_flags
 from ..tokenizer import save_tokenizer
 from .llama import llama_config, not_llama_shaped
 
@@ -310,10 +311,8 @@ def _cpu_has_vnni() -> bool:
     """Without VNNI, ONNX Runtime's uint8 x int8 kernels can saturate their 16-bit sums; 7-bit
     weights (`reduce_range`) avoid it: on an AVX2-only CPU full-range int8 verified at +7 %
     held-out perplexity against the source, past the format's 2 %."""
-    from minimind.training.precision import cpu_flags
-
     flags = cpu_flags()
-    return bool({"avx512_vnni", "avx_vnni", "amx_int8"} & flags) or "avx2" not in flags  # not x86: full range
+    return bool(VNNI_FLAGS & flags) or "avx2" not in flags  # not x86: full range
 
 
 def quantize_graph(src: Path, dst: Path) -> Path:

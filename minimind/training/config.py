@@ -20,6 +20,8 @@ from ..lstm import LSTM_PRESETS
 from ..data.config import DataConfig
 from ..errors import ConfigError
 from .optimizers import OPTIMIZERS
+from .reporting import check_report_to
+from .rewards import build_rewards
 from .sizing import pretrain_lr
 
 MODES = ("pretrain", "sft", "lora", "qlora", "dpo", "distill", "grpo")
@@ -350,15 +352,11 @@ class TrainConfig:
         need(g.eval_samples >= 0, "grpo.eval_samples must be >= 0")
         need(isinstance(self.processes, int) and 1 <= self.processes <= MAX_PROCESSES,
              f"processes must be a whole number 1..{MAX_PROCESSES} (got {self.processes!r})")
-        from .reporting import check_report_to
-
         check_report_to(self.report_to)  # names, and that their packages are installed, before any work
         need(self.mode != "grpo" or self.distributed == "ddp",
              "mode grpo runs under torchrun with distributed: ddp (each process samples with a whole copy of "
              "the weights; fsdp shards them)")
         if self.mode == "grpo":
-            from .rewards import build_rewards
-
             build_rewards(g.rewards)  # names, weights and parameters checked before any work
         need(bool(self.data.files), "data.files is empty: name at least one corpus file")
         need(self.max_steps >= 0, "max_steps must be >= 0")

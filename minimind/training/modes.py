@@ -94,8 +94,6 @@ def _load_4bit(path: str, compute_dtype: torch.dtype, device: str):
     from peft import prepare_model_for_kbit_training
     from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
-    import minimind  # noqa: F401  (Auto-class registration)
-
     folder = check_model_folder(path)
     quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
                                bnb_4bit_compute_dtype=compute_dtype, bnb_4bit_use_double_quant=True)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
+
+from ..hardware import cpu_has_bf16
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
@@ -20,22 +21,6 @@ def pick_device(preference: str = "auto") -> str:
     if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
         return "mps"
     return "cpu"
-
-
-def cpu_flags() -> set[str]:
-    """The CPU's instruction-set flags from /proc/cpuinfo (empty where there is none to read):
-    the one place the defaults learn which kind of CPU this is."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    line = next((line for line in text.splitlines() if line.startswith(("flags", "Features"))), "")
-    return set(line.partition(":")[2].split())
-
-
-def cpu_has_bf16() -> bool:
-    """True when the CPU has native bf16 matmul instructions (AVX512-BF16 or AMX)."""
-    return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
 
 
 def bf16_supported(device: str) -> bool:

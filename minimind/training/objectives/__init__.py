@@ -25,18 +25,21 @@ resuming a run rebuilds the same objective from the config.
 
 from __future__ import annotations
 
+from ..rewards import build_rewards
+from .classify import Classify
+from .distill import Distill
+from .dpo import Dpo
+from .grpo import Grpo
+from .language_model import LanguageModel
+
 
 def build_objective(cfg, model, tokenizer, device: str, precision, corpus, log, rank: int = 0, world: int = 1):
     """The objective of `cfg.mode` for this run. `model` is the freshly built model, before any
     checkpoint is loaded into it: DPO's reference policy is that starting model."""
     bpc_factor = corpus.val_tokens / corpus.val_characters if corpus.val_characters else None
     if cfg.objective == "classify":
-        from .classify import Classify
-
         return Classify.for_corpus(cfg, corpus, precision, log)
     if cfg.objective == "dpo":
-        from .dpo import Dpo
-
         d = cfg.dpo
         log(f"objective: DPO ({d.loss}, beta {d.beta:g}, label smoothing {d.label_smoothing:g})"
             + (f" + {d.sft_weight:g} x next-token loss of the chosen answers (RPO)" if d.sft_weight else "")
@@ -44,9 +47,6 @@ def build_objective(cfg, model, tokenizer, device: str, precision, corpus, log, 
                else " against a frozen copy of the starting model"))
         return Dpo.for_model(model, cfg, precision, bpc_factor)
     if cfg.objective == "grpo":
-        from ..rewards import build_rewards
-        from .grpo import Grpo
-
         g = cfg.grpo
         rewards = build_rewards(g.rewards)
         log(f"objective: GRPO, {g.group_size} answers per prompt, rewards "
@@ -55,9 +55,5 @@ def build_objective(cfg, model, tokenizer, device: str, precision, corpus, log, 
             + (f", KL penalty {g.beta:g} to the starting model" if g.beta else ", no KL penalty"))
         return Grpo.for_model(model, cfg, tokenizer, precision, rewards, rank, world)
     if cfg.objective == "distill":
-        from .distill import Distill
-
         return Distill.from_teacher(cfg, tokenizer, device, precision, bpc_factor, log)
-    from .language_model import LanguageModel
-
     return LanguageModel(precision, bpc_factor)
