@@ -12,12 +12,12 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "minimind"
 
-# bottom to top; a module belongs to the longest prefix that names it
+# bottom to top; a module belongs to the longest prefix that names it (a new module must be placed)
 LAYERS = [
     ["minimind.errors"],
     # leaves: pure helpers every layer above may use
     ["minimind.config", "minimind.chat_format", "minimind.sampling_params", "minimind.byte_level",
-     "minimind.attention"],
+     "minimind.attention", "minimind.hardware"],
     # reading corpora and tokenizers
     ["minimind.data", "minimind.vocabulary", "minimind.tokenizer"],
     # the models (the package itself registers them with transformers' Auto classes)
@@ -78,7 +78,9 @@ def _layer(module: str) -> int:
     best, layer = -1, None
     for index, prefixes in enumerate(LAYERS):
         for prefix in prefixes:
-            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+            # the root names only the package's __init__, so a new module must be placed
+            inside = module.startswith(prefix + ".") and prefix != "minimind"
+            if (module == prefix or inside) and len(prefix) > best:
                 best, layer = len(prefix), index
     assert layer is not None, f"{module} is in no layer: add it to LAYERS"
     return layer
