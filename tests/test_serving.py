@@ -297,6 +297,15 @@ def test_sixteen_concurrent_streams_are_correct_and_unmixed(client, record_prope
           f"first token p50 {statistics.median(first):.3f}s")
 
 
+def _assert_slot_freed_then_served(app, url, body):
+    """Within 10 s no request holds a slot any more, and a new (whole, not streamed) request is answered."""
+    deadline = time.time() + 10
+    while app.state.pool.admitted and time.time() < deadline:
+        time.sleep(0.02)
+    assert app.state.pool.admitted == 0
+    assert httpx.post(url + "/chat/completions", json={**body, "stream": False}, timeout=60).status_code == 200
+
+
 def test_a_full_queue_answers_429_and_recovers(registry):
     app = create_app(registry, max_queue=1)
     with serve(app) as url:
@@ -320,11 +329,7 @@ def test_a_full_queue_answers_429_and_recovers(registry):
         refused = [b for b in bodies if b[0] == 429]
         error = json.loads(refused[0][2])["error"]
         assert error["code"] == "queue_full" and "busy" in error["message"] and refused[0][1] == "1"
-        deadline = time.time() + 10
-        while app.state.pool.admitted and time.time() < deadline:
-            time.sleep(0.02)
-        assert app.state.pool.admitted == 0
-        assert httpx.post(url + "/chat/completions", json={**body, "stream": False}, timeout=60).status_code == 200
+        _assert_slot_freed_then_served(app, url, body)
 
 
 def test_a_client_that_leaves_frees_its_slot(registry):
@@ -333,11 +338,7 @@ def test_a_client_that_leaves_frees_its_slot(registry):
         body = {"model": "tiny", "messages": Q, "max_tokens": 230, "temperature": 0, "stream": True}
         with httpx.stream("POST", url + "/chat/completions", json=body, timeout=60) as r:
             next(r.iter_lines())
-        deadline = time.time() + 10
-        while app.state.pool.admitted and time.time() < deadline:
-            time.sleep(0.02)
-        assert app.state.pool.admitted == 0
-        assert httpx.post(url + "/chat/completions", json={**body, "stream": False}, timeout=60).status_code == 200
+        _assert_slot_freed_then_served(app, url, body)
 
 
 def test_mounts_inside_another_app(registry):

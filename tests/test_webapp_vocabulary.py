@@ -8,10 +8,9 @@ import re
 
 import pytest
 from gradio_client import Client
+from webapp_helpers import LiveServer, free_port, make_shipped, train_through_the_page
 
-from minimind.training import RunDir
 from webapp.app import build_app
-from webapp_helpers import LiveServer, free_port, make_shipped, wait_for
 
 SONGCI = "Song ci (1,200 ci, simplified characters, JSONL)"
 FIRST = ["lora", "songci", 3, 4, 64, 1e-3, 1, "auto", 4, 8, 0]  # mode .. eval_every, after the start model
@@ -60,14 +59,9 @@ def test_a_lora_run_from_the_page_extends_the_vocabulary_then_chats_and_exports(
     with pytest.raises(Exception, match="for fine-tuning an existing model"):  # a new model learns its own tokenizer
         client.predict("new:auto", "pretrain", *FIRST[1:], *DEFAULTS, True, api_name="/estimate")
 
-    run_choice, message = client.predict(start, *FIRST, *DEFAULTS, True, api_name="/start_training")
-    run_id = run_choice if isinstance(run_choice, str) else run_choice["value"]
-    assert "Queued" in message
-    run = RunDir(workspace / "runs" / run_id)
-    wait_for(lambda: run.read_status().get("state") in ("finished", "failed"), timeout=600, what="the LoRA run")
-    status = run.read_status()
-    assert status["state"] == "finished", status.get("error")
-    added = json.loads((run.path / "vocabulary.json").read_text(encoding="utf-8"))["added_tokens"]
+    run_id, _ = train_through_the_page(client, [start, *FIRST, *DEFAULTS, True], workspace / "runs",
+                                       what="the LoRA run")
+    added = json.loads((workspace / "runs" / run_id / "vocabulary.json").read_text(encoding="utf-8"))["added_tokens"]
     assert added > 100
 
     controls = [f"run:{run_id}", start, False, "", 0.8, 0.9, 0, 16, 1.0]
