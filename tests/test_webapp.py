@@ -17,7 +17,7 @@ from webapp.app import build_app
 from webapp.jobs import JobManager
 from webapp.workspace import Workspace, WorkspaceError, safe_name
 from helpers import ROOT
-from webapp_helpers import LiveServer, free_port, make_shipped, wait_for
+from webapp_helpers import LiveServer, free_port, make_shipped, train_through_the_page, wait_for
 
 SAMPLE_CHAT = "Tang poem requests (314 chats, JSONL)"
 
@@ -81,13 +81,7 @@ def test_lora_run_then_chat_with_it_then_export_and_download(studio):
     inputs = ["shipped:minimind-tang", "lora", "tang-chat", 3, 4, 64, 1e-3, 1, "auto", 4, 8, 0]
     estimate = client.predict(*inputs, api_name="/estimate")
     assert "parameters" in estimate and "tokens per epoch" in estimate and "steps" in estimate
-    run_choice, message = client.predict(*inputs, api_name="/start_training")
-    run_id = run_choice if isinstance(run_choice, str) else run_choice["value"]
-    assert "Queued" in message
-    run = RunDir(ws / "runs" / run_id)
-    wait_for(lambda: run.read_status().get("state") in ("finished", "failed"), timeout=600, what="the LoRA run")
-    status = run.read_status()
-    assert status["state"] == "finished", status.get("error")
+    run_id, status = train_through_the_page(client, inputs, ws / "runs", what="the LoRA run")
     progress, facts, curve, log, runs, queue, _ = _watch(client, run_id)
     assert "step 3/3" in progress and "finished" in facts
     assert curve["data"] and "train" in json.dumps(curve["data"])
