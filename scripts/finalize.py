@@ -12,7 +12,7 @@ A stage whose run folder is not given keeps its section of the card already in -
 a GRPO stage can be added to a shipped model without its pretraining runs at hand).
 
 The card's YAML header holds the held-out figures (model-index) that
-tests/test_shipped_models.py checks against a fresh measurement.
+tests/models/test_shipped_models.py checks against a fresh measurement.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def run_summary(run_dir: Path | None) -> dict:
 def context_windows(model, tokenizer, documents: list[str], trained: int,
                     at_trained: float | None = None) -> list[tuple[int, float]]:
     """(window, held-out BPC) at the training row length and at 2x and 4x it: what the card's
-    "context" claim rests on (tests/test_context.py re-checks the declared one). `at_trained`:
+    "context" claim rests on (tests/studio/test_context.py re-checks the declared one). `at_trained`:
     the BPC at the training length when the caller has it already."""
     def bpc(window: int) -> float:
         if window == trained and at_trained is not None:

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "samples" / "songci_sample.jsonl"
 HELDOUT_OUT = ROOT / "samples" / "songci_heldout.jsonl"
-MAX_BYTES = 500_000  # both files together; samples/ stays small (tests/test_data_prepare.py)
+MAX_BYTES = 500_000  # both files together; samples/ stays small (tests/data/test_data_prepare.py)
 
 
 def read_ci(folder: Path) -> list[dict]:

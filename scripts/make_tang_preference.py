@@ -30,7 +30,7 @@ from scripts.corpora import ROOT, TANG, tang_records, tang_split
 from scripts.make_tang_chat import ANONYMOUS, FORMS, SYSTEM, form_of
 
 OUT = ROOT / "samples" / "tang_preference.jsonl"
-MAX_BYTES = 260_000  # samples/ must stay under 1 MB in all (tests/test_data_prepare.py)
+MAX_BYTES = 260_000  # samples/ must stay under 1 MB in all (tests/data/test_data_prepare.py)
 # share of the pairs asking for each form (quatrains are short: they keep the file small)
 SHARES = {"五言绝句": 0.35, "七言绝句": 0.35, "五言律诗": 0.2, "七言律诗": 0.1}
 SYSTEM_SHARE, AUTHOR_SHARE = 0.2, 0.2

@@ -30,7 +30,7 @@ from scripts.make_tang_preference import title_of
 
 OUT = ROOT / "samples" / "tang_prompts.jsonl"
 HELDOUT_OUT = ROOT / "samples" / "tang_prompts_heldout.jsonl"
-MAX_BYTES = 220_000  # both files together; samples/ stays small (tests/test_data_prepare.py)
+MAX_BYTES = 220_000  # both files together; samples/ stays small (tests/data/test_data_prepare.py)
 NUMERALS = set("〇○零一二三四五六七八九十百")  # a title of these only numbers a poem in a series ("一○二")
 MAX_TITLE = 16  # characters: longer titles are prefaces (up to 100+ characters), not what a user asks for
 

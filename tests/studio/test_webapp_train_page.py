@@ -180,7 +180,7 @@ def test_the_api_takes_a_minutes_budget_last_and_serves_named_columns(tmp_path):
         params = client.view_api(print_info=False, return_format="dict")["named_endpoints"][
             "/start_training"]["parameters"]
         assert len(params) == START_INPUTS and [p["parameter_default"] for p in params[21:23]] == ["steps", 10]
-        # then processes, parallelism and report_to (tests/test_webapp_processes.py)
+        # then processes, parallelism and report_to (tests/studio/test_webapp_processes.py)
         assert [p["parameter_default"] for p in params[23:]] == [1, "ddp", [], False, "rope", "generate", ""]  # processes, parallelism, report_to, extend_vocab, architecture, task, class_weights
         progress, facts, curve, log, runs, queue, run_id = client.predict("", api_name="/watch_run")
         assert runs["headers"] == run_view.RUN_COLUMNS and runs["data"] == []

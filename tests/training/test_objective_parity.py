@@ -37,7 +37,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 try:
     import trl  # noqa: F401
 except ImportError as error:  # fail, never skip: trl is a dev requirement
-    raise ImportError("tests/test_objective_parity.py needs trl: pip install -r requirements-test.txt") from error
+    raise ImportError("tests/training/test_objective_parity.py needs trl: pip install -r requirements-test.txt") from error
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="You are importing from 'trl.experimental'")
     from trl.experimental.gkd import GKDTrainer

@@ -10,7 +10,7 @@ import pytest
 
 from minimind.training.allocator import glibc_mallopt, retain_freed_memory
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # One "step" allocates and frees what a pico step's loss does: bf16 logits, their float copy and two
 # more float tensors of the same size (4 x 256 x 6400). Minor page faults over 40 steps are printed

@@ -19,7 +19,7 @@ from minimind.sampling_params import SamplingParams
 from minimind.inference import Sampler, engine_for, guard_for
 from minimind.byte_level import bytes_to_unicode
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = {"minimind-tang": "heldout_sample.jsonl", "minimind-shakespeare": "heldout_sample.txt"}
 PROMPTS = 50
 

@@ -23,7 +23,7 @@ from minimind.tokenizer import save_tokenizer
 
 from helpers import tiny_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py

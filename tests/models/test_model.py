@@ -228,7 +228,7 @@ def test_presets_are_the_documented_ones_with_their_sizes():
 
     from minimind.training.sizing import parameter_count
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     section = readme.split("| preset | shape | parameters |")[1].split("\n\n")[0]
     table = dict(re.findall(r"^\| `([a-z-]+)` \|.*\| ([\d.]+)M", section, flags=re.M))
     assert set(PRESETS) == set(table) == {"pico", "micro", "nano", "mini", "small", "base", "small-moe"}
