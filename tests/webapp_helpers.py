@@ -25,6 +25,35 @@ from minimind.tokenizer import build_tokenizer
 START_INPUTS = 30
 
 
+# the sample corpora a page test saves, by the name it saves them under: (file in samples/, summary)
+SAMPLE_CORPORA = {"chats": ("tang_chat_sample.jsonl", {"kind": "chat", "documents": 314}),
+                  "prompts": ("tang_prompts.jsonl", {"kind": "prompts", "documents": 2000})}
+
+
+def fake_model(folder: Path, adapter: bool = False) -> Path:
+    """A folder the page lists as a model (config.json; adapter_config.json too for an adapter),
+    with no weights: for handlers that only read the list."""
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    if adapter:
+        (folder / "adapter_config.json").write_text("{}")
+    return folder
+
+
+def page_workspace(tmp_path: Path, corpora=("chats",)):
+    """(workspace, shipped folder): the shipped MiniMind-Tang as a fake model folder and the named
+    SAMPLE_CORPORA saved, as the Train tab's handlers read them."""
+    from webapp.workspace import Workspace
+
+    shipped = tmp_path / "checkpoints"
+    fake_model(shipped / "minimind-tang")
+    ws = Workspace(tmp_path / "ws")
+    for name in corpora:
+        file, summary = SAMPLE_CORPORA[name]
+        ws.save_corpus(name, [ROOT / "samples" / file], {"kind": "auto"}, dict(summary))
+    return ws, shipped
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -17,9 +17,8 @@ from webapp.context import AppContext, user_errors
 from webapp.jobs import JobManager
 from webapp.tabs import grpo, run_view, train, train_form
 from webapp.tabs.train_form import TrainForm
-from webapp.workspace import Workspace, WorkspaceError
-from helpers import ROOT
-from webapp_helpers import START_INPUTS, LiveServer, free_port
+from webapp.workspace import WorkspaceError
+from webapp_helpers import START_INPUTS, LiveServer, free_port, page_workspace
 
 NUMBERS = {"steps": 5, "batch": 2, "seq_len": 64, "lr": 1e-4, "accum": 1,
            "precision": "fp32", "rank": 4, "alpha": 8, "eval_every": 0}
@@ -27,21 +26,9 @@ BASE = "shipped:minimind-tang"
 DISTILL_AND_DPO = ["full", 0.5, BASE, 2.0, 0.5]  # weights, beta, teacher, temperature, kl_weight
 
 
-def _model(folder):
-    folder.mkdir(parents=True)
-    (folder / "config.json").write_text("{}")
-    return folder
-
-
 @pytest.fixture
 def ctx(tmp_path):
-    shipped = tmp_path / "checkpoints"
-    _model(shipped / "minimind-tang")
-    ws = Workspace(tmp_path / "ws")
-    ws.save_corpus("prompts", [ROOT / "samples" / "tang_prompts.jsonl"], {"kind": "auto"},
-                   {"kind": "prompts", "documents": 2000})
-    ws.save_corpus("chats", [ROOT / "samples" / "tang_chat_sample.jsonl"], {"kind": "auto"},
-                   {"kind": "chat", "documents": 314})
+    ws, shipped = page_workspace(tmp_path, corpora=("prompts", "chats"))
     return AppContext(ws, JobManager(ws), shipped_dir=shipped)
 
 
@@ -219,12 +206,8 @@ def test_the_page_api_serves_rollouts_and_refuses_a_bad_reward(tmp_path):
     """Through gradio_client, as a program would use the page: /start_training takes the rewards
     as a list (a bad one refused with the ConfigError's message, no run made), /watch_objective
     plots a grpo run's rewards and /watch_rollouts gives its held-out answers."""
-    shipped = tmp_path / "checkpoints"
-    _model(shipped / "minimind-tang")
+    ws, shipped = page_workspace(tmp_path, corpora=("prompts",))
     app = build_app(tmp_path / "ws", shipped_dir=shipped, background_jobs=False)
-    ws = Workspace(tmp_path / "ws")
-    ws.save_corpus("prompts", [ROOT / "samples" / "tang_prompts.jsonl"], {"kind": "auto"},
-                   {"kind": "prompts", "documents": 2000})
     ctx = AppContext(ws, JobManager(ws), shipped_dir=shipped)
     _grpo_run(ctx)
     with LiveServer(app, free_port()) as server:

@@ -2,7 +2,6 @@
 refused with a message, and each objective's own metrics read back from a run folder.
 Fast: model folders are stand-ins (a config.json), run folders are written by hand."""
 
-import json
 
 import pytest
 from gradio_client import Client
@@ -14,31 +13,19 @@ from webapp.context import AppContext
 from webapp.jobs import JobManager
 from webapp.tabs import run_view, train_form
 from webapp.tabs.train_form import TrainForm
-from webapp.workspace import Workspace, WorkspaceError
+from webapp.workspace import WorkspaceError
 from helpers import ROOT
-from webapp_helpers import START_INPUTS, LiveServer, free_port
+from webapp_helpers import START_INPUTS, LiveServer, fake_model, free_port, page_workspace
 
 NUMBERS = {"steps": 5, "batch": 2, "seq_len": 64, "lr": 1e-4, "accum": 1,
            "precision": "fp32", "rank": 4, "alpha": 8, "eval_every": 0}
 
 
-def _model(folder, adapter=False):
-    folder.mkdir(parents=True)
-    (folder / "config.json").write_text("{}")
-    if adapter:
-        (folder / "adapter_config.json").write_text("{}")
-    return folder
-
-
 @pytest.fixture
 def ctx(tmp_path):
-    shipped = tmp_path / "checkpoints"
-    _model(shipped / "minimind-tang")
-    _model(shipped / "minimind-small")
-    _model(shipped / "tang-adapter", adapter=True)
-    ws = Workspace(tmp_path / "ws")
-    ws.save_corpus("chats", [ROOT / "samples" / "tang_chat_sample.jsonl"], {"kind": "auto"},
-                   {"kind": "chat", "documents": 314})
+    ws, shipped = page_workspace(tmp_path)
+    fake_model(shipped / "minimind-small")
+    fake_model(shipped / "tang-adapter", adapter=True)
     tokenizer = ws.corpora / "chats" / "tokenizer"  # a tokenizer trained with the corpus: not for a student
     tokenizer.mkdir()
     (tokenizer / "tokenizer.json").write_text("{}")
@@ -200,10 +187,8 @@ def test_the_page_serves_the_objective_plot_and_keeps_the_old_api(tmp_path):
     """Through gradio_client: /watch_run keeps its seven outputs (facts now with the objective's
     figures), /watch_objective shows a dpo run's metrics, and the twelve inputs clients sent
     before still suffice (the new ones have defaults)."""
-    shipped = tmp_path / "checkpoints"
-    _model(shipped / "minimind-tang")
+    ws, shipped = page_workspace(tmp_path, corpora=())
     app = build_app(tmp_path / "ws", shipped_dir=shipped, background_jobs=False)
-    ws = Workspace(tmp_path / "ws")
     ctx = AppContext(ws, JobManager(ws), shipped_dir=shipped)
     _run(ctx, "r-dpo", "dpo", DPO_METRICS, {"state": "finished", "mode": "dpo", "objective": "dpo", "step": 4,
                                              "total": 4, "val_loss": 0.62, "val_accuracy": 0.83,

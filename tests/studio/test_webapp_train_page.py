@@ -14,33 +14,17 @@ from webapp.i18n import EN, ZH
 from webapp.jobs import JobManager
 from webapp.tabs import run_view, train_form
 from webapp.tabs.train_form import TrainForm
-from webapp.workspace import Workspace, WorkspaceError
-from helpers import ROOT
-from webapp_helpers import START_INPUTS, LiveServer, free_port
+from webapp.workspace import WorkspaceError
+from webapp_helpers import START_INPUTS, LiveServer, free_port, page_workspace
 
 NUMBERS = {"steps": 5, "batch": 2, "seq_len": 64, "lr": 1e-4, "accum": 1,
            "precision": "fp32", "rank": 4, "alpha": 8, "eval_every": 0}
 BASE = "shipped:minimind-tang"
 
 
-def _model(folder):
-    folder.mkdir(parents=True)
-    (folder / "config.json").write_text("{}")
-    return folder
-
-
-def _workspace(tmp_path):
-    shipped = tmp_path / "checkpoints"
-    _model(shipped / "minimind-tang")
-    ws = Workspace(tmp_path / "ws")
-    ws.save_corpus("chats", [ROOT / "samples" / "tang_chat_sample.jsonl"], {"kind": "auto"},
-                   {"kind": "chat", "documents": 314})
-    return ws, shipped
-
-
 @pytest.fixture
 def ctx(tmp_path):
-    ws, shipped = _workspace(tmp_path)
+    ws, shipped = page_workspace(tmp_path)
     return AppContext(ws, JobManager(ws), shipped_dir=shipped)
 
 
@@ -173,7 +157,7 @@ def test_the_api_takes_a_minutes_budget_last_and_serves_named_columns(tmp_path):
     """Through gradio_client: /start_training has two more optional inputs at its end (stop after,
     minutes), so callers of the first 21 keep working; /watch_run's Runs table has named headers
     and no rows before the first run, and its loss curve keeps its shape."""
-    ws, shipped = _workspace(tmp_path)
+    ws, shipped = page_workspace(tmp_path)
     app = build_app(tmp_path / "ws", shipped_dir=shipped, background_jobs=False)
     with LiveServer(app, free_port()) as server:
         client = Client(server.url, verbose=False)
