@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import minimind.export.onnx as onnx
+import minimind.export.onnx_runner as onnx_runner
 
 from ..checkpoint import adapter_base, is_adapter, is_classifier, load_tokenizer_for
 from ..classifier import is_classifier_model
@@ -28,7 +28,7 @@ from .heldout import default_eval_labels, default_eval_text, model_name
 from .hf import write_hf
 from .llama import not_llama_shaped, require_dense, write_llama
 from .merged import default_merged_as, write_merged
-from .onnx import onnx_refusal, require_onnx, write_onnx
+from .onnx import onnx_refusal, write_onnx
 from .quantized import write_bnb, write_int8
 from .source import Source, load_source
 from .verify import (Reference, as_documents, check, load_export, make_classifier_reference,
@@ -88,7 +88,7 @@ def applicable_formats(model_dir: str | Path, adapter: str | Path | None = None)
     config_file = config_dir / "config.json"
     fields = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
     config = SimpleNamespace(**fields)
-    no_onnx = bool(onnx.missing_packages()) or onnx_refusal(config) is not None  # not installed, or experts
+    no_onnx = bool(onnx_runner.missing_packages()) or onnx_refusal(config) is not None  # not installed, or experts
     if classifier:
         return [] if no_onnx else [f for f in FORMATS if f.startswith("onnx")]
     not_llama = not_llama_shaped(config) is not None  # experts, other positions, other families
@@ -146,7 +146,7 @@ def check_applies(fmt: str, src: Source) -> None:
         reason = onnx_refusal(src.config)
         if reason:
             raise ExportError(reason)
-        require_onnx()
+        onnx_runner.require_onnx()
     if fmt == "merged" and src.adapter is None:
         raise ExportError("format 'merged' needs a LoRA adapter: pass --adapter DIR "
                           "(or give the adapter folder as --model)")

@@ -52,6 +52,8 @@ from ..errors import ExportError
 from ..hardware import VNNI_FLAGS, cpu_flags
 from ..tokenizer import save_tokenizer
 from .llama import llama_config, not_llama_shaped
+# (the runner's three names stay importable from here too: cards exported before onnx_runner.py name them so)
+from .onnx_runner import GRAPH, OnnxCausalLM, OnnxClassifier, load_onnx, require_onnx  # noqa: F401
 
 LAYOUT = """\
 inputs   input_ids                 int64  (batch, sequence)
@@ -66,30 +68,7 @@ CLASSIFIER_LAYOUT = """\
 inputs   input_ids       int64  (batch, sequence)
          attention_mask  int64  (batch, sequence), 1 on real tokens (padding on either side)
 outputs  logits          float  (batch, num_labels); class names: id2label in config.json"""
-INSTALL = "pip install onnx onnxscript onnxruntime"
 OPSET = 18           # ONNX opset of the graph (ONNX Runtime >= 1.14 runs it)
-GRAPH = "model.onnx"
-
-
-def missing_packages() -> list[str]:
-    """The optional ONNX packages not installed (found without importing them)."""
-    import importlib.util
-
-    def installed(name: str) -> bool:
-        try:
-            return importlib.util.find_spec(name) is not None
-        except (ImportError, ValueError):  # a module blocked in sys.modules (None) has no spec
-            return False
-
-    return [name for name in ("onnx", "onnxscript", "onnxruntime") if not installed(name)]
-
-
-def require_onnx() -> None:
-    """ExportError naming the install command when the optional ONNX packages are missing: the
-    library runs without them, and only these two formats need them."""
-    missing = missing_packages()
-    if missing:
-        raise ExportError(f"the ONNX export needs {', '.join(missing)} (not installed): {INSTALL}")
 
 
 def onnx_refusal(config) -> str | None:

@@ -12,8 +12,32 @@ import numpy as np
 import torch
 
 from ..checkpoint import is_classifier
-from .onnx import GRAPH, require_onnx
+from ..errors import ExportError
 from .runner import Step, greedy
+
+INSTALL = "pip install onnx onnxscript onnxruntime"
+GRAPH = "model.onnx"
+
+
+def missing_packages() -> list[str]:
+    """The optional ONNX packages not installed (found without importing them)."""
+    import importlib.util
+
+    def installed(name: str) -> bool:
+        try:
+            return importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):  # a module blocked in sys.modules (None) has no spec
+            return False
+
+    return [name for name in ("onnx", "onnxscript", "onnxruntime") if not installed(name)]
+
+
+def require_onnx() -> None:
+    """ExportError naming the install command when the optional ONNX packages are missing: the
+    library runs without them, and only these two formats need them."""
+    missing = missing_packages()
+    if missing:
+        raise ExportError(f"the ONNX export needs {', '.join(missing)} (not installed): {INSTALL}")
 
 
 class _OnnxRunner:

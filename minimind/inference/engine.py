@@ -100,7 +100,7 @@ class Engine:
     """Decodes one model's requests (see the module docstring). Thread-safe."""
 
     def __init__(self, model, max_batch: int = 16, speculate: bool | None = None):
-        self._model = weakref.ref(model)    # the model holds its engine (model.__dict__), not the reverse
+        self._model = weakref.ref(model)    # the engine cache is keyed by the model: the engine must not hold it
         self.max_batch = max(1, max_batch)
         # the backend: the transformer layer loop (forward.py) or an LSTM's state (recurrent.py)
         if recurrent_handles(model):

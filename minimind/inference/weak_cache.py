@@ -6,6 +6,7 @@ object would live for ever)."""
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Generic, TypeVar
@@ -14,15 +15,18 @@ V = TypeVar("V")
 
 
 class WeakCache(Generic[V]):
-    """One value per live object, made on first use."""
+    """One value per live object, made on first use; thread-safe (the page and the API ask for
+    a model's engine from many threads at once, and two engines would mean two decode threads)."""
 
     def __init__(self):
         self._values: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._lock = threading.RLock()  # re-entrant: one value's make() may ask another cache
 
     def get(self, owner, make: Callable[[], V], fresh: Callable[[V], bool] | None = None) -> V:
         """`owner`'s value: the kept one while `fresh(value)` holds (always, without `fresh`), else
         `make()`, kept from then on."""
-        value = self._values.get(owner)
-        if value is None or (fresh is not None and not fresh(value)):
-            value = self._values[owner] = make()
-        return value
+        with self._lock:
+            value = self._values.get(owner)
+            if value is None or (fresh is not None and not fresh(value)):
+                value = self._values[owner] = make()
+            return value

@@ -152,7 +152,11 @@ class RunDir:
                   for r in _read_jsonl(self.events_file)}
         found, at = [], 0
         for raw in data.splitlines(keepends=True):
-            found.append((raw.decode("utf-8", errors="replace").rstrip("\r\n"), events.get(at)))
+            text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            event = events.get(at)
+            # an offset is trusted only where the line still says the event (a log rewritten or cut
+            # under a kept events.jsonl would otherwise lend its words to another line)
+            found.append((text, event if event and text[LOG_TIME_CHARS:] == event.cli_text() else None))
             at += len(raw)
         return found[-lines:] if lines > 0 else []
 

@@ -20,7 +20,7 @@ from minimind.cli import main  # noqa: E402
 from minimind.commands.export import parse_formats  # noqa: E402
 from minimind.errors import ExportError  # noqa: E402
 from minimind.export import export, export_many  # noqa: E402
-from minimind.export import onnx as onnx_export  # noqa: E402
+from minimind.export import onnx_runner  # noqa: E402
 from minimind.export.onnx import export_graph, io_names  # noqa: E402
 from minimind.export.onnx_runner import OnnxCausalLM  # noqa: E402
 from minimind.export.verify import DEFAULT_EVAL_TEXT  # noqa: E402
@@ -153,11 +153,20 @@ def test_mixture_of_experts_is_refused(tmp_path, tokenizer):
 
 
 def test_missing_packages_name_the_install_command(model_dir, tmp_path, monkeypatch):
-    monkeypatch.setattr(onnx_export, "missing_packages", lambda: ["onnxruntime"])
+    monkeypatch.setattr(onnx_runner, "missing_packages", lambda: ["onnxruntime"])
     with pytest.raises(ExportError, match="needs onnxruntime .*pip install onnx onnxscript onnxruntime"):
         export(model_dir, "onnx-int8", tmp_path / "onnx-int8")
     assert not (tmp_path / "onnx-int8").exists()
     assert not [f for f in parse_formats("all", str(model_dir), None) if f.startswith("onnx")]
+
+
+def test_cards_written_before_the_runner_moved_still_import_it():
+    """ONNX folders exported before onnx_runner.py name `minimind.export.onnx.OnnxCausalLM` in
+    their card; that import keeps giving the runner."""
+    from minimind.export.onnx import OnnxCausalLM, OnnxClassifier, load_onnx
+
+    assert (OnnxCausalLM, OnnxClassifier, load_onnx) == (onnx_runner.OnnxCausalLM, onnx_runner.OnnxClassifier,
+                                                         onnx_runner.load_onnx)
 
 
 def test_format_all_includes_onnx(model_dir):

@@ -42,6 +42,15 @@ def test_a_logged_event_is_found_by_its_line_whatever_the_lines_before_it_hold(t
     assert run.log_lines(1) == lines[-1:] and run.log_lines(0) == []
 
 
+def test_an_event_whose_line_was_rewritten_is_not_lent_to_another_line(tmp_path):
+    run = RunDir(tmp_path / "run").create()
+    run.log("first line")
+    run.log_event(RunEvent("stopped", step=3))
+    lines = run.log_file.read_text(encoding="utf-8").splitlines()
+    run.log_file.write_text(lines[0] + "\n" + lines[1][:20] + "eval step 3: loss 2.5\n", encoding="utf-8")
+    assert [event for _, event in run.log_lines()] == [None, None]
+
+
 def test_a_run_from_before_events_has_plain_lines(tmp_path):
     run = RunDir(tmp_path / "old").create()
     run.log_file.write_text("2026-01-01 10:00:00 stopped at step 3 (checkpoint saved); resume with --resume\n",
