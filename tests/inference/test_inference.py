@@ -371,6 +371,32 @@ def test_weak_cache_makes_once_remakes_what_is_stale_and_lets_go_with_its_object
     assert kept() is None  # the value went with its object
 
 
+def test_weak_cache_makes_one_value_when_many_threads_ask_at_once():
+    """Two first requests for a model's engine must not make two engines (two decode threads)."""
+    import threading
+    import time
+
+    from minimind.inference.weak_cache import WeakCache
+
+    class Owner:
+        pass
+
+    cache, owner, made = WeakCache(), Owner(), []
+
+    def make():
+        made.append(1)
+        time.sleep(0.05)  # a slow make: the other threads arrive while it runs
+        return object()
+
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(cache.get(owner, make))) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(made) == 1 and len({id(v) for v in got}) == 1
+
+
 def test_a_bf16_moe_model_decodes():
     model = _model(use_moe=True, num_experts=4, num_experts_per_tok=2).to(torch.bfloat16)
     tokens = _greedy(Engine(model), PROMPTS[1], 8)
