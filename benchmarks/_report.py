@@ -58,12 +58,19 @@ def _mem_total_kb() -> int:
     return 0
 
 
-def _git_commit() -> str:
+# what the suite itself writes while it runs: a change there says nothing about the code measured
+SUITE_OUTPUTS = ("benchmarks/results.json", "benchmarks/RESULTS.md", "benchmarks/gpu")
+
+
+def _git_commit(root: Path = ROOT) -> str:
+    """HEAD, with "+ uncommitted changes" when a tracked file other than the suite's own
+    outputs differs from it (the suite rewrites those after each benchmark)."""
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
                               text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                *(f":(exclude){path}" for path in SUITE_OUTPUTS)],
+                               cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
         return head + (" + uncommitted changes" if dirty else "") if head else "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"

@@ -54,6 +54,30 @@ def test_results_link_each_benchmark_to_its_dated_studies_in_the_notes():
     assert max((Path(_report.HERE) / "NOTES.md").read_text(encoding="utf-8").splitlines(), key=len) not in report
 
 
+def test_a_record_is_clean_while_the_suite_rewrites_its_own_results(tmp_path):
+    """The suite writes results.json and RESULTS.md after each benchmark: the next records must
+    still carry the bare commit; a changed code file does mark them."""
+    import subprocess
+
+    from benchmarks import _report
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "benchmarks").mkdir()
+    for name in ("results.json", "RESULTS.md", "quality.py"):
+        (tmp_path / "benchmarks" / name).write_text("0\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start")
+    head = _report._git_commit(tmp_path)
+    (tmp_path / "benchmarks" / "results.json").write_text("1\n")
+    (tmp_path / "benchmarks" / "RESULTS.md").write_text("1\n")
+    assert _report._git_commit(tmp_path) == head and "uncommitted" not in head
+    (tmp_path / "benchmarks" / "quality.py").write_text("1\n")
+    assert _report._git_commit(tmp_path) == head + " + uncommitted changes"
+
+
 def test_only_names_known_benchmarks(capsys):
     assert main(["bench", "--only", "nope"]) == 2
     err = capsys.readouterr().err
