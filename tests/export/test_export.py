@@ -23,7 +23,7 @@ from minimind.evaluate import evaluate_documents
 from minimind.export import FORMATS, export, export_many, export_one, load_source
 from minimind.export.verify import make_reference
 from minimind.tokenizer import save_tokenizer
-from helpers import ROOT, SAMPLE_TEXTS, tiny_config
+from helpers import SAMPLE_TEXTS, tiny_config
 
 EVAL_TEXTS = list(dict.fromkeys(SAMPLE_TEXTS))  # the 8 distinct sample texts
 FOLDER_FORMATS = ["hf", "llama", "int8", "bnb-8bit", "bnb-nf4"]

@@ -5,7 +5,6 @@ import json
 import re
 import os
 import signal
-import time
 from pathlib import Path
 
 import httpx

@@ -20,7 +20,6 @@ from webapp.tabs import chat, corpus, run_view, train as train_tab, train_form
 from webapp.tabs.train_form import TrainForm
 from webapp.workspace import Workspace, WorkspaceError
 from helpers import SAMPLE_TEXTS
-from training_helpers import save_base_model
 from webapp_helpers import make_shipped
 
 POEM = "".join(SAMPLE_TEXTS[:3])      # class "poem": pieces of Tang poems

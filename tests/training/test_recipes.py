@@ -1,7 +1,6 @@
 """The shipped models' recipes rebuild the same run on any machine: step counts, not
 wall-clock budgets, on pinned threads, and the checkpoint keeps its configs and command."""
 
-from pathlib import Path
 
 import pytest
 import torch
