@@ -18,6 +18,9 @@ has an empty row (its output is ignored downstream, but it stays finite).
 slope·(key position − query position) to every score after scaling (Press et al.,
 "Train Short, Test Long"); each kernel adds it where it forms its scores, so the
 blocked kernel's backward recomputes it per tile like the rest of the score.
+
+`window`, when given, is a sliding window (Mistral's): a query sees only the `window`
+keys ending at its own position (query position − key position < window).
 """
 
 from __future__ import annotations
@@ -28,9 +31,12 @@ import torch
 import torch.nn.functional as F
 
 
-def _mask(key_valid: torch.Tensor | None, q_abs: torch.Tensor, k_abs: torch.Tensor) -> torch.Tensor:
-    """(B|1, 1, len(q_abs), len(k_abs)) bool: causal, padding-aware, diagonal always allowed."""
+def _mask(key_valid: torch.Tensor | None, q_abs: torch.Tensor, k_abs: torch.Tensor,
+          window: int | None = None) -> torch.Tensor:
+    """(B|1, 1, len(q_abs), len(k_abs)) bool: causal (within `window`), padding-aware, diagonal always allowed."""
     causal = k_abs[None, :] <= q_abs[:, None]                     # (t, k)
+    if window is not None:
+        causal = causal & (q_abs[:, None] - k_abs[None, :] < window)
     if key_valid is None:
         return causal[None, None]
     diag = k_abs[None, :] == q_abs[:, None]                       # (t, k)
@@ -55,14 +61,14 @@ def alibi_bias(slopes: torch.Tensor, q_abs: torch.Tensor, k_abs: torch.Tensor) -
     return slopes.float()[:, None, None] * distance[None]
 
 
-def causal_mask(key_valid: torch.Tensor | None, t: int, s: int, device) -> torch.Tensor:
-    """Full (B|1, 1, T, S) mask for the kernels that use one (sdpa with padding, eager)."""
+def causal_mask(key_valid: torch.Tensor | None, t: int, s: int, device, window: int | None = None) -> torch.Tensor:
+    """Full (B|1, 1, T, S) mask for the kernels that use one (sdpa with padding or a window, eager)."""
     q_abs = torch.arange(s - t, s, device=device)
     k_abs = torch.arange(s, device=device)
-    return _mask(key_valid, q_abs, k_abs)
+    return _mask(key_valid, q_abs, k_abs, window)
 
 
-def eager_attention(q, k, v, key_valid=None, scale=None, block_size=None, alibi=None):
+def eager_attention(q, k, v, key_valid=None, scale=None, block_size=None, alibi=None, window=None):
     """softmax(QKᵀ·scale (+ ALiBi) + mask)·V with the full score matrix; float32 softmax."""
     b, hq, t, d = q.shape
     s = k.shape[2]
@@ -73,26 +79,28 @@ def eager_attention(q, k, v, key_valid=None, scale=None, block_size=None, alibi=
     scores = torch.matmul(q, k.transpose(-1, -2)).float() * scale  # (B, Hq, T, S)
     if alibi is not None:
         scores = scores + alibi_bias(alibi, torch.arange(s - t, s, device=q.device), torch.arange(s, device=q.device))
-    scores = scores.masked_fill(~causal_mask(key_valid, t, s, q.device), float("-inf"))
+    scores = scores.masked_fill(~causal_mask(key_valid, t, s, q.device, window), float("-inf"))
     probs = torch.softmax(scores, dim=-1).to(v.dtype)
     return torch.matmul(probs, v)                                 # (B, Hq, T, D)
 
 
-def sdpa_attention(q, k, v, key_valid=None, scale=None, block_size=None, alibi=None):
+def sdpa_attention(q, k, v, key_valid=None, scale=None, block_size=None, alibi=None, window=None):
     """PyTorch's fused kernel; picks is_causal when no explicit mask is needed. ALiBi goes in
     as an additive float mask (the bias where a key is allowed, -inf where it is not)."""
     t, s = q.shape[2], k.shape[2]
     gqa = q.shape[1] != k.shape[1]
+    if window is not None and window >= s:
+        window = None                                                             # every key is inside it
     if alibi is not None:
-        allowed = causal_mask(key_valid, t, s, q.device)                          # (B|1, 1, T, S)
+        allowed = causal_mask(key_valid, t, s, q.device, window)                  # (B|1, 1, T, S)
         bias = alibi_bias(alibi, torch.arange(s - t, s, device=q.device), torch.arange(s, device=q.device))
         mask = bias[None].masked_fill(~allowed, float("-inf")).to(q.dtype)        # (B|1, Hq, T, S)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa)
-    if key_valid is None and t == s:
+    if key_valid is None and window is None and t == s:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=gqa)
-    if key_valid is None and t == 1:
+    if key_valid is None and window is None and t == 1:
         return F.scaled_dot_product_attention(q, k, v, scale=scale, enable_gqa=gqa)
-    mask = causal_mask(key_valid, t, s, q.device)
+    mask = causal_mask(key_valid, t, s, q.device, window)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa)
 
 
@@ -104,18 +112,18 @@ def _tiles(t: int, s: int, block: int):
         yield q0, q1, s - t + q0, s - t + q1
 
 
-def _scores(q_tile, k, k0, k1, key_valid, q_abs, scale, alibi):
+def _scores(q_tile, k, k0, k1, key_valid, q_abs, scale, alibi, window):
     """Masked scores (B, Hkv, G, tq, tk) in float32 for one tile pair; `alibi` is (Hkv, G) or None."""
     scores = torch.matmul(q_tile, k[:, :, None, k0:k1].transpose(-1, -2)).float() * scale
     k_abs = torch.arange(k0, k1, device=q_tile.device)
     if alibi is not None:
         distance = (k_abs[None, :] - q_abs[:, None]).float()                   # (tq, tk)
         scores = scores + alibi[:, :, None, None] * distance
-    allowed = _mask(key_valid, q_abs, k_abs)[:, :, None]          # (B|1, 1, 1, tq, tk)
+    allowed = _mask(key_valid, q_abs, k_abs, window)[:, :, None]  # (B|1, 1, 1, tq, tk)
     return scores.masked_fill(~allowed, float("-inf"))
 
 
-def _blocked_forward(qg, k, v, key_valid, scale, block, alibi):
+def _blocked_forward(qg, k, v, key_valid, scale, block, alibi, window):
     """Online softmax over key tiles. Returns output (B, Hkv, G, T, D) and row log-sum-exp."""
     b, hkv, g, t, d = qg.shape
     s = k.shape[2]
@@ -128,7 +136,7 @@ def _blocked_forward(qg, k, v, key_valid, scale, block, alibi):
         acc = torch.zeros(b, hkv, g, q1 - q0, d, device=qg.device)
         for k0 in range(0, a1, block):
             k1 = min(k0 + block, a1)
-            scores = _scores(q_tile, k, k0, k1, key_valid, q_abs, scale, alibi)
+            scores = _scores(q_tile, k, k0, k1, key_valid, q_abs, scale, alibi, window)
             m_new = torch.maximum(m, scores.amax(dim=-1, keepdim=True))
             m_safe = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
             p = torch.exp(scores - m_safe)
@@ -146,16 +154,16 @@ class _BlockedAttention(torch.autograd.Function):
     recomputes each score tile in backward, so training memory is linear in T too."""
 
     @staticmethod
-    def forward(ctx, qg, k, v, key_valid, scale, block, alibi):
-        out, lse = _blocked_forward(qg, k, v, key_valid, scale, block, alibi)
+    def forward(ctx, qg, k, v, key_valid, scale, block, alibi, window):
+        out, lse = _blocked_forward(qg, k, v, key_valid, scale, block, alibi, window)
         ctx.save_for_backward(qg, k, v, out, lse, key_valid, alibi)
-        ctx.scale, ctx.block = scale, block
+        ctx.scale, ctx.block, ctx.window = scale, block, window
         return out.to(qg.dtype)
 
     @staticmethod
     def backward(ctx, grad_out):
         qg, k, v, out, lse, key_valid, alibi = ctx.saved_tensors
-        scale, block = ctx.scale, ctx.block
+        scale, block, window = ctx.scale, ctx.block, ctx.window
         t, s = qg.shape[3], k.shape[2]
         grad_out = grad_out.float()
         delta = (grad_out * out).sum(dim=-1, keepdim=True)         # (B, Hkv, G, T, 1)
@@ -167,24 +175,24 @@ class _BlockedAttention(torch.autograd.Function):
             go, row_lse, row_delta = grad_out[:, :, :, q0:q1], lse[:, :, :, q0:q1], delta[:, :, :, q0:q1]
             for k0 in range(0, a1, block):
                 k1 = min(k0 + block, a1)
-                p = torch.exp(_scores(q_tile, k, k0, k1, key_valid, q_abs, scale, alibi) - row_lse)
+                p = torch.exp(_scores(q_tile, k, k0, k1, key_valid, q_abs, scale, alibi, window) - row_lse)
                 k_tile, v_tile = k[:, :, None, k0:k1].float(), v[:, :, None, k0:k1].float()
                 dv[:, :, k0:k1] += torch.matmul(p.transpose(-1, -2), go).sum(dim=2)
                 dp = torch.matmul(go, v_tile.transpose(-1, -2))
                 ds = p * (dp - row_delta) * scale
                 dq[:, :, :, q0:q1] += torch.matmul(ds, k_tile)
                 dk[:, :, k0:k1] += torch.matmul(ds.transpose(-1, -2), q_tile.float()).sum(dim=2)
-        return dq.to(qg.dtype), dk.to(k.dtype), dv.to(v.dtype), None, None, None, None
+        return dq.to(qg.dtype), dk.to(k.dtype), dv.to(v.dtype), None, None, None, None, None
 
 
-def blocked_attention(q, k, v, key_valid=None, scale=None, block_size=128, alibi=None):
+def blocked_attention(q, k, v, key_valid=None, scale=None, block_size=128, alibi=None, window=None):
     """Tiled online-softmax attention; never holds a T × S score matrix."""
     b, hq, t, d = q.shape
     hkv = k.shape[1]
     scale = scale if scale is not None else 1.0 / math.sqrt(d)
     qg = q.reshape(b, hkv, hq // hkv, t, d)                       # query heads grouped by kv head
     grouped = None if alibi is None else alibi.float().reshape(hkv, hq // hkv)  # head h = kv·G + g, as qg
-    out = _BlockedAttention.apply(qg, k, v, key_valid, scale, block_size, grouped)
+    out = _BlockedAttention.apply(qg, k, v, key_valid, scale, block_size, grouped, window)
     return out.reshape(b, hq, t, d)
 
 

@@ -2,7 +2,10 @@
 
 A dense MiniMind model is Llama-shaped (same parameter names and math as
 `transformers.LlamaForCausalLM`), so most fields carry Llama's names. The
-extras are the attention kernel, rotary scaling and the optional MoE block.
+extras are the attention kernel, rotary scaling and the optional MoE block, and
+the options that models imported from the Hub need (minimind.hub): biases on the
+attention projections (Qwen2), RMSNorm on each head's queries and keys (Qwen3), a
+sliding attention window (Mistral) and Llama-3's rotary scaling.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 from transformers import PretrainedConfig
 
 ATTENTION_IMPLS = ("sdpa", "eager", "blocked")
-ROPE_SCALING_TYPES = (None, "linear", "ntk")
+ROPE_SCALING_TYPES = (None, "linear", "ntk", "llama3")
 # how a token's position reaches the model: rotary q/k (the default, Llama's), a per-head
 # linear distance penalty on attention scores (ALiBi), a fixed sinusoid or a learned vector
 # added to the embeddings, or nothing at all (causal masking alone carries order: NoPE)
@@ -34,8 +37,18 @@ class MiniMindConfig(PretrainedConfig):
     position_encoding: str = "rope"        # one of POSITION_ENCODINGS
     rms_norm_eps: float = 1e-5             # RMSNorm epsilon
     rope_theta: float = 10000.0            # rotary base frequency
-    rope_scaling_type: str | None = None   # None, "linear" (position interpolation) or "ntk" (scaled base)
+    rope_scaling_type: str | None = None   # None, "linear" (position interpolation), "ntk" (scaled base) or
+                                           # "llama3" (low frequencies slowed by the factor, high kept, a blend between)
     rope_scaling_factor: float = 1.0       # context extension factor for rope_scaling_type
+    rope_low_freq_factor: float = 1.0      # llama3: wavelengths past original/low are divided by the factor
+    rope_high_freq_factor: float = 4.0     # llama3: wavelengths under original/high are kept
+    rope_original_max_position: int | None = None  # llama3: the context the model was pretrained at
+    attention_bias: bool = False           # biases on the q, k and v projections (Qwen2, Llama's attention_bias)
+    attention_out_bias: bool = False       # a bias on the output projection (Llama's and Qwen3's attention_bias)
+    qk_norm: bool = False                  # RMSNorm over each head's queries and keys before rotary (Qwen3)
+    sliding_window: int | None = None      # a query sees at most this many keys, itself included (Mistral)
+    family: str | None = None              # the Hub family an imported model came from ("llama", "mistral",
+                                           # "qwen2", "qwen3"; minimind.hub): exports write that layout back
     tie_word_embeddings: bool = True       # lm_head shares the embedding matrix
     initializer_range: float = 0.02        # std of the normal init
     dropout: float = 0.0                   # residual dropout (training only)
@@ -76,6 +89,11 @@ class MiniMindConfig(PretrainedConfig):
         need(self.rope_scaling_type is None or self.position_encoding == "rope",
              "rope_scaling_type only applies to position_encoding 'rope'")
         need(self.attention_block_size >= 1, "attention_block_size must be positive")
+        need(self.rope_scaling_type != "llama3" or (self.rope_original_max_position or 0) > 0,
+             "llama3 rotary scaling needs rope_original_max_position")
+        need(self.rope_scaling_type != "llama3" or self.rope_high_freq_factor > self.rope_low_freq_factor,
+             "llama3 rotary scaling needs rope_high_freq_factor > rope_low_freq_factor")
+        need(self.sliding_window is None or self.sliding_window >= 1, "sliding_window must be positive")
         if self.use_moe:
             need(1 <= self.num_experts_per_tok <= self.num_experts,
                  "num_experts_per_tok must be between 1 and num_experts")
@@ -84,31 +102,46 @@ class MiniMindConfig(PretrainedConfig):
     def is_dense(self) -> bool:
         return not self.use_moe
 
-    def to_llama_dict(self) -> dict:
-        """config.json for a stock `LlamaForCausalLM` holding these same weights (dense, rotary only)."""
+    def hf_fields(self) -> dict:
+        """The config.json fields every Llama-family model shares, for these same weights (dense, rotary only)."""
         if self.use_moe:
             raise ValueError("a mixture-of-experts MiniMind has no Llama equivalent (dense models only)")
         if self.position_encoding != "rope":
             raise ValueError(f"a MiniMind with {self.position_encoding!r} positions has no Llama equivalent "
                              "(Llama is rotary only)")
+        return {
+            "vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size, "num_hidden_layers": self.num_hidden_layers,
+            "num_attention_heads": self.num_attention_heads, "num_key_value_heads": self.num_key_value_heads,
+            "head_dim": self.head_dim, "hidden_act": "silu",
+            "max_position_embeddings": self.max_position_embeddings, "rms_norm_eps": self.rms_norm_eps,
+            "rope_parameters": self.rope_dict(), "tie_word_embeddings": self.tie_word_embeddings,
+            "initializer_range": self.initializer_range,
+            "bos_token_id": self.bos_token_id, "eos_token_id": self.eos_token_id,
+            "pad_token_id": self.pad_token_id, "dtype": str(self.dtype).replace("torch.", "") if self.dtype else "float32",
+        }
+
+    def to_llama_dict(self) -> dict:
+        """config.json for a stock `LlamaForCausalLM` holding these same weights (dense, rotary only)."""
+        if self.qk_norm or self.sliding_window or self.attention_bias != self.attention_out_bias:
+            raise ValueError("this model has query/key norms, a sliding window or biases on q/k/v only, which "
+                             "Llama lacks: it exports in its own family's layout (minimind.hub)")
+        return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **self.hf_fields(),
+                "attention_bias": self.attention_bias, "mlp_bias": False}
+
+    def rope_dict(self) -> dict:
+        """transformers' `rope_parameters` for the same rotary frequencies ("ntk" is a larger base)."""
         rope = {"rope_type": "default", "rope_theta": self.rope_theta}
         if self.rope_scaling_type == "ntk":
             d = self.head_dim
             rope["rope_theta"] = self.rope_theta * self.rope_scaling_factor ** (d / (d - 2))
         elif self.rope_scaling_type == "linear":
             rope = {"rope_type": "linear", "rope_theta": self.rope_theta, "factor": self.rope_scaling_factor}
-        return {
-            "architectures": ["LlamaForCausalLM"], "model_type": "llama",
-            "vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
-            "intermediate_size": self.intermediate_size, "num_hidden_layers": self.num_hidden_layers,
-            "num_attention_heads": self.num_attention_heads, "num_key_value_heads": self.num_key_value_heads,
-            "head_dim": self.head_dim, "hidden_act": "silu",
-            "max_position_embeddings": self.max_position_embeddings, "rms_norm_eps": self.rms_norm_eps,
-            "rope_parameters": rope, "tie_word_embeddings": self.tie_word_embeddings,
-            "attention_bias": False, "mlp_bias": False, "initializer_range": self.initializer_range,
-            "bos_token_id": self.bos_token_id, "eos_token_id": self.eos_token_id,
-            "pad_token_id": self.pad_token_id, "dtype": str(self.dtype).replace("torch.", "") if self.dtype else "float32",
-        }
+        elif self.rope_scaling_type == "llama3":
+            rope = {"rope_type": "llama3", "rope_theta": self.rope_theta, "factor": self.rope_scaling_factor,
+                    "low_freq_factor": self.rope_low_freq_factor, "high_freq_factor": self.rope_high_freq_factor,
+                    "original_max_position_embeddings": self.rope_original_max_position}
+        return rope
 
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "MiniMindConfig":

@@ -12,6 +12,8 @@ token embeddings; `none` adds nothing (the causal mask alone tells positions apa
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -40,12 +42,24 @@ class RMSNorm(nn.Module):
 
 
 def rope_inv_freq(config: MiniMindConfig) -> torch.Tensor:
-    """Rotary inverse frequencies, with "ntk" scaling folded into the base."""
+    """Rotary inverse frequencies, with "ntk" scaling folded into the base and "llama3" scaling
+    applied per frequency (Llama 3.1's rule: slow wavelengths divided by the factor, fast ones
+    kept, a linear blend in between)."""
     d = config.head_dim
     theta = config.rope_theta
     if config.rope_scaling_type == "ntk":
         theta = theta * config.rope_scaling_factor ** (d / (d - 2))
-    return 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+    inv_freq = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+    if config.rope_scaling_type != "llama3":
+        return inv_freq
+    factor, low, high = config.rope_scaling_factor, config.rope_low_freq_factor, config.rope_high_freq_factor
+    original = config.rope_original_max_position
+    wavelength = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelength > original / low, inv_freq / factor, inv_freq)
+    smooth = (original / wavelength - low) / (high - low)
+    blended = (1 - smooth) * scaled / factor + smooth * scaled
+    between = (wavelength >= original / high) & (wavelength <= original / low)
+    return torch.where(between, blended, scaled)
 
 
 class RotaryEmbedding(nn.Module):
@@ -87,7 +101,8 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
 
 
 class Attention(nn.Module):
-    """Grouped-query self-attention (rotary q/k or ALiBi scores, per the config) with an optional KV cache."""
+    """Grouped-query self-attention (rotary q/k or ALiBi scores, per the config) with an optional KV
+    cache; optionally biased projections, per-head q/k RMSNorm (Qwen3) and a sliding window."""
 
     def __init__(self, config: MiniMindConfig, layer_idx: int):
         super().__init__()
@@ -97,16 +112,23 @@ class Attention(nn.Module):
         self.n_kv = config.num_key_value_heads
         self.head_dim = config.head_dim
         d = config.hidden_size
-        self.q_proj = nn.Linear(d, self.n_heads * self.head_dim, bias=False)
-        self.k_proj = nn.Linear(d, self.n_kv * self.head_dim, bias=False)
-        self.v_proj = nn.Linear(d, self.n_kv * self.head_dim, bias=False)
-        self.o_proj = nn.Linear(self.n_heads * self.head_dim, d, bias=False)
+        bias = config.attention_bias
+        self.q_proj = nn.Linear(d, self.n_heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(d, self.n_kv * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(d, self.n_kv * self.head_dim, bias=bias)
+        self.o_proj = nn.Linear(self.n_heads * self.head_dim, d, bias=config.attention_out_bias)
+        if config.qk_norm:
+            self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
+            self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
 
     def forward(self, x, positions, key_valid=None, cache: Cache | None = None):
         """`positions`: (cos, sin) for rotary, ("alibi", slopes) for ALiBi, None otherwise."""
         b, t, _ = x.shape
-        q = self.q_proj(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)  # (B, Hq, T, D)
-        k = self.k_proj(x).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)     # (B, Hkv, T, D)
+        q = self.q_proj(x).view(b, t, self.n_heads, self.head_dim)                  # (B, T, Hq, D)
+        k = self.k_proj(x).view(b, t, self.n_kv, self.head_dim)                     # (B, T, Hkv, D)
+        if self.config.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)                                 # (B, H, T, D)
         v = self.v_proj(x).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
         alibi = None
         if positions is not None and positions[0] == "alibi":
@@ -116,7 +138,8 @@ class Attention(nn.Module):
         if cache is not None:
             k, v = cache.update(k, v, self.layer_idx)                                # (B, Hkv, S, D)
         attend = ATTENTION_FUNCTIONS[self.config.attention_impl]
-        out = attend(q, k, v, key_valid=key_valid, block_size=self.config.attention_block_size, alibi=alibi)
+        out = attend(q, k, v, key_valid=key_valid, block_size=self.config.attention_block_size, alibi=alibi,
+                     window=self.config.sliding_window)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
 
 

@@ -69,13 +69,16 @@ def forward(w: Weights, ids: torch.Tensor, caches: Sequence[KVCache], all_logits
     if w.position_table is not None:                                         # sinusoidal / learned
         x = x + w.position_table[positions]
     # a chunk after cached tokens attends causally within itself and to all of its past
-    masks = [_chunk_mask(w, s, t) for s in starts] if t > 1 or w.alibi is not None else [None] * b
+    masked = t > 1 or w.alibi is not None or w.window is not None
+    masks = [_chunk_mask(w, s, t) for s in starts] if masked else [None] * b
     # a decode step of several sequences attends in one call, each row masked to its own length
     length_mask = _length_mask(w, starts) if b > 1 and t == 1 else None
     mm = w.mm
     for i, layer in enumerate(w.layers):
         qkv = mm(_rms_norm(x, layer.ln1, eps), layer.qkv)                   # (BT, (Hq + 2Hkv) D)
         qk = qkv[:, :nqk].view(rows, hq + hkv, hd)
+        if layer.qk_norm is not None:                                       # per-head q/k RMSNorm (Qwen3)
+            qk = F.rms_norm(qk, (hd,), None, eps) * layer.qk_norm
         if rotary:
             qk = qk * cos + qk.roll(hd // 2, -1) * sin                      # rotary on q and k at once
         v = qkv[:, nqk:].view(rows, hkv, hd)
@@ -118,21 +121,31 @@ def _attend(qk: torch.Tensor, v: torch.Tensor, cache: KVCache, layer: int, start
 def _chunk_mask(w: Weights, start: int, t: int):
     """What T new tokens after `start` cached ones may see, for one sequence: None where plain
     causal attention says it all (rotary etc. from an empty cache), a (T, start + T) bool mask
-    after cached tokens, or with ALiBi a float (Hq, T, start + T) mask carrying the bias."""
-    if w.alibi is None:
+    after cached tokens or past a sliding window, or with ALiBi a float (Hq, T, start + T) mask
+    carrying the bias."""
+    windowed = w.window is not None and start + t > w.window
+    if w.alibi is None and not windowed:
         return torch.ones(t, start + t, dtype=torch.bool, device=w.device).tril(start) if start > 0 else None
     q_abs = torch.arange(start, start + t, device=w.device)
     k_abs = torch.arange(start + t, device=w.device)
+    allowed = k_abs[None, :] <= q_abs[:, None]                              # (T, S)
+    if windowed:
+        allowed = allowed & (q_abs[:, None] - k_abs[None, :] < w.window)
+    if w.alibi is None:
+        return allowed
     bias = alibi_bias(w.alibi, q_abs, k_abs)                                # (Hq, T, S)
-    return bias.masked_fill(k_abs[None, None, :] > q_abs[None, :, None], float("-inf"))
+    return bias.masked_fill(~allowed[None], float("-inf"))
 
 
 def _length_mask(w: Weights, starts: list[int]) -> torch.Tensor:
-    """(B, 1, 1, L) True where a sequence has a position: its cached ones and the new token; with
-    ALiBi a float (B, Hq, 1, L) mask holding each row's bias there and -inf past its end."""
+    """(B, 1, 1, L) True where a sequence has a position: its cached ones (the last `window`, with a
+    sliding window) and the new token; with ALiBi a float (B, Hq, 1, L) mask holding each row's bias there and -inf past its end."""
     lengths = torch.tensor(starts, device=w.device) + 1
     k_abs = torch.arange(int(lengths.max()), device=w.device)
-    valid = (k_abs[None] < lengths[:, None])[:, None, None]                # (B, 1, 1, L)
+    valid = k_abs[None] < lengths[:, None]                                  # (B, L)
+    if w.window is not None:                                                # a sliding window: recent keys only
+        valid = valid & (k_abs[None] > (lengths - 1 - w.window)[:, None])
+    valid = valid[:, None, None]                                            # (B, 1, 1, L)
     if w.alibi is None:
         return valid
     distance = (k_abs[None] - (lengths - 1)[:, None]).float()              # (B, L)

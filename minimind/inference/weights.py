@@ -70,6 +70,7 @@ class Layer:
     gate_up: Matrix | None          # gate | up (None: MoE)
     down: Matrix | None
     moe: nn.Module | None           # the model's own MoE block
+    qk_norm: torch.Tensor | None = None  # (Hq + Hkv, D) per-head RMSNorm weights of q then k (Qwen3), or None
 
 
 def unsupported_reason(model: nn.Module) -> str | None:
@@ -137,6 +138,7 @@ class Weights:
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.n_heads
         self.eps = config.rms_norm_eps
         self.max_positions = config.max_position_embeddings
+        self.window = getattr(config, "sliding_window", None)  # keys a query sees, itself included (None: all)
         self.device = model.lm_head.weight.device
         self.dtype = model.lm_head.weight.dtype
         self.param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -161,11 +163,18 @@ class Weights:
                     ln2=block.post_attention_layernorm.weight.detach().float(),
                     gate_up=_stored(mlp.gate_proj, mlp.up_proj) if dense else None,
                     down=_stored(mlp.down_proj) if dense else None,
-                    moe=None if dense else mlp))
+                    moe=None if dense else mlp, qk_norm=self._qk_norm(a)))
             self.intermediate = self.layers[0].down.weight.shape[1] if self.layers[0].down is not None else 0
             self._positions(model)
         _CONTIGUOUS_STATE.get(model, lambda: model.register_state_dict_post_hook(_contiguous_state))  # once
         self._stamp = _versions(model)
+
+    def _qk_norm(self, attention: nn.Module) -> torch.Tensor | None:
+        """The q and k RMSNorm weights stacked per head, so one norm over (rows, Hq + Hkv, D) does both."""
+        if getattr(attention, "q_norm", None) is None:
+            return None
+        q, k = attention.q_norm.weight.detach().float(), attention.k_norm.weight.detach().float()
+        return torch.cat([q.expand(self.n_heads, -1), k.expand(self.n_kv, -1)]).contiguous()
 
     @classmethod
     def of(cls, model: nn.Module) -> "Weights":
@@ -249,7 +258,7 @@ class Weights:
                 draft.lm_head = _int8(self.lm_head)
                 draft.layers = [Layer(layer.ln1, _int8(layer.qkv), _int8(layer.o), layer.ln2,
                                       layer.gate_up and _int8(layer.gate_up), layer.down and _int8(layer.down),
-                                      layer.moe) for layer in self.layers]
+                                      layer.moe, layer.qk_norm) for layer in self.layers]
                 self._draft = draft
             return self._draft
 
