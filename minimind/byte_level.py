@@ -1,7 +1,9 @@
 """UTF-8 under byte-level BPE, without the engine: GPT-2's byte alphabet, the bytes each
 token stands for, and the state of a character in progress.
 
-A byte-level vocabulary holds tokens that may start or end in the middle of a character.
+A byte-level vocabulary holds tokens that may start or end in the middle of a character;
+so does a sentencepiece-style byte-fallback one (its <0xNN> tokens), which imported Llama 2,
+TinyLlama and Mistral models use: both are read here (`tokenizer_style`).
 The tokenizer (its byte-fallback count), the vocabulary report and the engine's sampling
 guard (minimind.inference.utf8) all read these tables, so they live in a leaf that imports
 neither torch nor the engine.
@@ -10,6 +12,7 @@ neither torch nor the engine.
 from __future__ import annotations
 
 import json
+import re
 from typing import NamedTuple
 
 __all__ = [
@@ -22,6 +25,7 @@ __all__ = [
     "state_after",
     "token_bytes",
     "token_table",
+    "tokenizer_style",
 ]
 
 
@@ -97,21 +101,58 @@ def bytes_to_unicode() -> dict[int, str]:
 
 def token_bytes(tokenizer) -> list[bytes | None] | None:
     """The bytes each token id stands for (None for special tokens and for strings outside the
-    byte alphabet); None when the tokenizer is not byte-level."""
+    byte alphabet); None when the tokenizer's bytes cannot be told (see `tokenizer_style`)."""
     found = token_table(tokenizer)
     return None if found is None else found[0]
 
 
-def token_table(tokenizer, size: int | None = None) -> tuple[list[bytes | None], set[int]] | None:
-    """(bytes of ids 0..size-1, special ids), or None for a tokenizer that is not byte-level."""
+def tokenizer_style(tokenizer) -> str | None:
+    """How a tokenizer's vocabulary writes bytes: "byte-level" (GPT-2's byte alphabet: Llama 3,
+    Qwen, SmolLM2, ours), "byte-fallback" (sentencepiece style, whole pieces with ▁ for a space
+    and <0xNN> tokens for the bytes of anything else: Llama 2, TinyLlama, Mistral), or None
+    when it is neither (then no one can say which bytes a token writes)."""
     backend = _backend(tokenizer)
-    if backend is None or not _is_byte_level(backend):
+    if backend is None:
         return None
+    try:
+        data = json.loads(backend.to_str())
+    except (ValueError, AttributeError):
+        return None
+    decoder = data.get("decoder") or {}
+    steps = decoder.get("decoders") or [] if decoder.get("type") == "Sequence" else [decoder]
+    kinds = [step.get("type") for step in steps]
+    if kinds == ["ByteLevel"]:
+        return "byte-level"
+    if "ByteFallback" in kinds and set(kinds) <= _FALLBACK_STEPS and (data.get("model") or {}).get("byte_fallback"):
+        replaces = [step for step in steps if step.get("type") == "Replace"]
+        if all(step.get("content") == " " and (step.get("pattern") or {}).get("String") == _SPACE
+               for step in replaces):
+            return "byte-fallback"
+    return None
+
+
+_SPACE = "\u2581"                                                  # ▁, sentencepiece's space
+_FALLBACK_STEPS = {"Replace", "ByteFallback", "Fuse", "Strip", "Metaspace"}
+_BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
+
+
+def _fallback_bytes(text: str) -> bytes:
+    """Bytes of a byte-fallback token: <0xNN> is that byte, anything else its text with ▁ as a space."""
+    match = _BYTE_TOKEN.match(text)
+    return bytes([int(match.group(1), 16)]) if match else text.replace(_SPACE, " ").encode("utf-8")
+
+
+def token_table(tokenizer, size: int | None = None) -> tuple[list[bytes | None], set[int]] | None:
+    """(bytes of ids 0..size-1, special ids), or None for a tokenizer whose bytes cannot be told."""
+    style = tokenizer_style(tokenizer)
+    if style is None:
+        return None
+    backend = _backend(tokenizer)
     added = backend.get_added_tokens_decoder()
     special = {i for i, token in added.items() if token.special}
     special.update(getattr(tokenizer, "all_special_ids", None) or [])
     # a non-special added token (e.g. a character added by minimind.vocabulary) is cut out of
-    # the text before byte-level BPE and decodes to its own text: its bytes are that text's UTF-8
+    # the text before BPE and decodes to its own text: its bytes are that text's UTF-8
     plain = {i: token.content.encode("utf-8") for i, token in added.items() if i not in special}
     to_byte = {char: byte for byte, char in bytes_to_unicode().items()}
     known = backend.get_vocab_size(with_added_tokens=True)
@@ -121,12 +162,17 @@ def token_table(tokenizer, size: int | None = None) -> tuple[list[bytes | None],
             table.append(plain[i])
             continue
         text = None if i in special else backend.id_to_token(i)
-        try:
-            table.append(bytes(to_byte[ch] for ch in text) if text else None)
-        except KeyError:
-            # A vocabulary string outside the 256-symbol byte alphabet: we cannot say which
-            # bytes it writes, so it is never allowed.
+        if not text:
             table.append(None)
+        elif style == "byte-fallback":
+            table.append(_fallback_bytes(text))
+        else:
+            try:
+                table.append(bytes(to_byte[ch] for ch in text))
+            except KeyError:
+                # A vocabulary string outside the 256-symbol byte alphabet: we cannot say which
+                # bytes it writes, so it is never allowed.
+                table.append(None)
     return table, special
 
 
@@ -136,19 +182,6 @@ def _backend(tokenizer):
     if backend is None and hasattr(tokenizer, "to_str") and hasattr(tokenizer, "id_to_token"):
         backend = tokenizer
     return backend
-
-
-def _is_byte_level(backend) -> bool:
-    """True when the decoder is ByteLevel (alone or the only step of a Sequence): only then
-    does every vocabulary string stand for bytes through the GPT-2 table."""
-    try:
-        decoder = json.loads(backend.to_str()).get("decoder") or {}
-    except (ValueError, AttributeError):
-        return False
-    if decoder.get("type") == "Sequence":
-        steps = decoder.get("decoders") or []
-        return len(steps) == 1 and steps[0].get("type") == "ByteLevel"
-    return decoder.get("type") == "ByteLevel"
 
 
 def is_utf8(data: bytes) -> bool:

@@ -20,20 +20,40 @@ def encode_chat(tokenizer, messages: list[dict]) -> list[int]:
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
+def token_id(tokenizer, token: str) -> int | None:
+    """The id of `token` when the vocabulary has it (None, not the unknown token's id, when it does not)."""
+    found = tokenizer.convert_tokens_to_ids(token)
+    if not isinstance(found, int) or found < 0:
+        return None
+    return None if found == tokenizer.unk_token_id and token != tokenizer.unk_token else found
+
+
 def encode_prompt(tokenizer, prompt: str) -> list[int]:
     """Token ids of plain text as `complete` reads it: after an end-of-text token, as documents follow
-    one another in pretraining (so an empty prompt starts a fresh document)."""
-    eos = tokenizer.convert_tokens_to_ids(END_TOKENS[1])
-    return ([eos] if isinstance(eos, int) and eos >= 0 else []) + \
-        tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    one another in pretraining (so an empty prompt starts a fresh document); for a tokenizer without
+    one (an imported Llama), after its begin-of-text token, as that model's documents start."""
+    start = token_id(tokenizer, END_TOKENS[1])
+    if start is None:
+        start = tokenizer.bos_token_id
+    return ([start] if start is not None else []) + tokenizer(prompt, add_special_tokens=False)["input_ids"]
+
+
+def end_token_ids(tokenizer, model_config=None) -> list[int]:
+    """Tokens that end an answer or a document: ours (<|im_end|>, <|endoftext|>) where the vocabulary
+    has them, and the model's own end tokens (an imported chat model's generation config lists them)."""
+    ids = {token_id(tokenizer, name) for name in END_TOKENS}
+    eos = getattr(model_config, "eos_token_id", None)
+    ids.update(eos if isinstance(eos, list) else [eos])
+    if not any(i is not None for i in ids):
+        ids.add(tokenizer.eos_token_id)
+    return sorted(i for i in ids if isinstance(i, int) and i >= 0)
 
 
 def stop_token_ids(model, tokenizer, chat_mode: bool) -> list[int]:
     """Tokens that end an answer: the end tokens, the model's EOS, and in a chat a new turn."""
-    names = list(END_TOKENS) + (["<|im_start|>"] if chat_mode else [])  # a new turn also ends an answer
-    ids = {tokenizer.convert_tokens_to_ids(n) for n in names}
-    eos = getattr(model.config, "eos_token_id", None)
-    ids.update(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+    ids = set(end_token_ids(tokenizer, model.config))
+    if chat_mode:
+        ids.add(token_id(tokenizer, "<|im_start|>"))  # a new turn also ends an answer
     unk = tokenizer.unk_token_id
     return sorted(i for i in ids if isinstance(i, int) and i >= 0 and i != unk)
 

@@ -115,10 +115,45 @@ def tokenize_batch(batch: dict, tokenizer, eos: int) -> dict:
 
 
 def render(tokenizer, conversations: list[list[dict]]) -> tuple[list[list[int]], list[list[int]]]:
-    """(ids, assistant mask) of each conversation, rendered by the tokenizer's chat template."""
+    """(ids, assistant mask) of each conversation, rendered by the tokenizer's chat template. A
+    template that marks the assistant's tokens ({% generation %}, ours) says which they are; for one
+    that does not (an imported model's), see `_render_by_prefix`."""
+    if not has_generation_markers(tokenizer.chat_template):
+        rendered = [_render_by_prefix(tokenizer, messages) for messages in conversations]
+        return [ids for ids, _ in rendered], [mask for _, mask in rendered]
     out = tokenizer.apply_chat_template(conversations, tokenize=True, return_dict=True,
                                         return_assistant_tokens_mask=True)
     return out["input_ids"], out["assistant_masks"]
+
+
+def has_generation_markers(template) -> bool:
+    return isinstance(template, str) and "generation %}" in template and "endgeneration" in template
+
+
+def _render_by_prefix(tokenizer, messages: list[dict]) -> tuple[list[int], list[int]]:
+    """(ids, assistant mask) of a conversation under a template without generation markers: an
+    assistant turn is the text the conversation gains when that turn is added to the prompt that
+    opens it (the template with the assistant's turn opened), its trailing whitespace left out;
+    its tokens are those that start inside that text. A template that rewrites earlier turns (so
+    the prompt is not a prefix of the whole) marks that turn's content where it is found."""
+    text = tokenizer.apply_chat_template(messages, tokenize=False)
+    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    spans, cursor = [], 0
+    for i, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        before = tokenizer.apply_chat_template(messages[:i], tokenize=False, add_generation_prompt=True) if i else ""
+        through = tokenizer.apply_chat_template(messages[:i + 1], tokenize=False)
+        if text.startswith(through) and through.startswith(before):
+            start, end = len(before), len(before) + len(through[len(before):].rstrip())
+        else:
+            start = text.find(message["content"], cursor)
+            end = start + len(message["content"])
+        if start >= cursor:
+            spans.append((start, end))
+            cursor = end
+    mask = [int(any(a <= s < b for a, b in spans)) for s, _ in encoded["offset_mapping"]]
+    return encoded["input_ids"], mask
 
 
 def render_batch(batch: dict, tokenizer, seq_len: int) -> dict:

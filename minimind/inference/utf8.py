@@ -58,8 +58,8 @@ class Utf8Guard:
 
     @classmethod
     def for_tokenizer(cls, tokenizer, vocab_size: int, *, device: torch.device | str = "cpu") -> "Utf8Guard | None":
-        """None when the tokenizer is not byte-level (then no guard applies): only a
-        ByteLevel decoder tells us which bytes each token stands for. `vocab_size` is the
+        """None when the tokenizer is neither byte-level nor byte-fallback (then no guard applies):
+        only those tell us which bytes each token stands for (minimind.byte_level.tokenizer_style). `vocab_size` is the
         model's (embedding rows); rows beyond the tokenizer's vocabulary are never allowed."""
         found = token_table(tokenizer, vocab_size)
         if found is None:

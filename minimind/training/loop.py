@@ -240,7 +240,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
             else:
                 base_model.save_pretrained(folder, state_dict=model_sd)
                 if cfg.objective != "classify":  # a classifier generates nothing
-                    write_generation_config(folder, tokenizer)
+                    write_generation_config(folder, tokenizer, base_model.config)
             tokenizer.save_pretrained(folder, save_jinja_files=False)
 
         trainer_state = {**state, "step": step, "epoch": stream.epoch_at(step)}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..chat_format import end_token_ids
 from ..errors import TrainingError
 import minimind.training.distributed as dist
 
@@ -70,12 +71,12 @@ def load_weights(model, folder: Path, adapter: bool) -> None:
         model.tie_weights()
 
 
-def write_generation_config(folder: Path, tokenizer) -> None:
-    """Sampling defaults saved beside a full model, so chat and `generate` stop at the end of a turn."""
+def write_generation_config(folder: Path, tokenizer, model_config=None) -> None:
+    """Sampling defaults saved beside a full model, so chat and `generate` stop at the end of a turn
+    (an imported model's own end tokens included)."""
     from transformers import GenerationConfig
 
-    eos = [tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
-    eos = [i for i in eos if i is not None and i >= 0]
+    eos = end_token_ids(tokenizer, model_config)
     GenerationConfig(bos_token_id=tokenizer.bos_token_id, eos_token_id=eos or tokenizer.eos_token_id,
                      pad_token_id=tokenizer.pad_token_id, do_sample=True, temperature=0.8, top_p=0.9,
                      top_k=40, repetition_penalty=1.1, max_new_tokens=256).save_pretrained(folder)
