@@ -21,7 +21,9 @@ def command_modules() -> dict:
     found = {}
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
         if not info.name.startswith("_"):
-            found[info.name.replace("_", "-")] = importlib.import_module(f"{commands.__name__}.{info.name}")
+            # `import_` is the `import` command (a module cannot be named after a keyword)
+            name = info.name.rstrip("_").replace("_", "-")
+            found[name] = importlib.import_module(f"{commands.__name__}.{info.name}")
     return found
 
 

@@ -40,3 +40,7 @@ class SamplingError(MiniMindError):
 
 class ExportError(MiniMindError):
     """An export format does not apply to this model, or its verification failed."""
+
+
+class HubError(MiniMindError):
+    """A model cannot be fetched from the Hugging Face Hub (offline, unknown, gated, too big)."""

@@ -22,7 +22,7 @@ LAYERS = [
     ["minimind.data", "minimind.vocabulary", "minimind.tokenizer"],
     # the models (the package itself registers them with transformers' Auto classes)
     ["minimind.model", "minimind.lstm", "minimind.classifier", "minimind"],
-    ["minimind.checkpoint", "minimind.evaluate"],
+    ["minimind.checkpoint", "minimind.evaluate", "minimind.hub"],
     ["minimind.inference"],
     ["minimind.generation"],
     ["minimind.registry"],
