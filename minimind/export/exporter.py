@@ -23,10 +23,10 @@ from ..errors import ExportError
 from ..vocabulary import has_added_characters
 from .card import write_card
 from .formats import DTYPES, FORMATS, lstm_refusal, tolerance_for
-from .gguf import write_gguf
+from .gguf import gguf_refusal, write_gguf
 from .heldout import default_eval_labels, default_eval_text, model_name
 from .hf import write_hf
-from .llama import not_llama_shaped, require_dense, write_llama
+from .llama import family_name, not_llama_shaped, require_dense, write_llama
 from .merged import default_merged_as, write_merged
 from .onnx import onnx_refusal, write_onnx
 from .quantized import write_bnb, write_int8
@@ -92,10 +92,12 @@ def applicable_formats(model_dir: str | Path, adapter: str | Path | None = None)
     if classifier:
         return [] if no_onnx else [f for f in FORMATS if f.startswith("onnx")]
     not_llama = not_llama_shaped(config) is not None  # experts, other positions, other families
-    extended = has_added_characters(load_tokenizer_for(adapter or model_dir))  # GGUF cannot carry them
+    tokenizer = load_tokenizer_for(adapter or model_dir)
+    # GGUF cannot carry characters a run added, nor (yet) another family's layout
+    no_gguf = has_added_characters(tokenizer) or (not not_llama and gguf_refusal(config, tokenizer) is not None)
     return [f for f, spec in FORMATS.items()
             if not (spec.dense_only and not_llama) and (f != "merged" or has_adapter)
-            and not (extended and f.startswith("gguf")) and not (no_onnx and f.startswith("onnx"))
+            and not (no_gguf and f.startswith("gguf")) and not (no_onnx and f.startswith("onnx"))
             and lstm_refusal(f, config) is None]
 
 
@@ -128,7 +130,7 @@ def _stored_as(fmt: str, config, merged_as: str | None, classifier: bool = False
     if fmt == "hf" or (fmt == "merged" and (merged_as or default_merged_as(config)) == "hf"):
         return "MiniMind folder (model_type minimind; `import minimind` before loading)"
     if fmt in ("llama", "merged") or dense:
-        return "Llama folder (model_type llama; stock transformers)"
+        return f"{family_name(config)} folder (stock transformers, no MiniMind code)"
     return "MiniMind folder (model_type minimind; `import minimind` before loading)"
 
 
@@ -142,6 +144,10 @@ def check_applies(fmt: str, src: Source) -> None:
                           "onnx-int8 (its checkpoint folder is already its Hugging Face form)")
     if FORMATS[fmt].dense_only:
         require_dense(src.config, fmt)
+    if fmt.startswith("gguf"):
+        reason = gguf_refusal(src.config, src.tokenizer)
+        if reason:
+            raise ExportError(f"{reason}; export hf or llama instead")
     if fmt.startswith("onnx"):
         reason = onnx_refusal(src.config)
         if reason:

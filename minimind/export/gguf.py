@@ -53,6 +53,23 @@ def plain_chat_template(template: str | None) -> str | None:
     return re.sub(r"\{%-?\s*(end)?generation\s*-?%\}", "", template)
 
 
+def gguf_refusal(config, tokenizer) -> str | None:
+    """Why this writer's llama-architecture GGUF with a GPT-2 tokenizer cannot hold a model (None when
+    it can): an imported model of another family, or with Llama 3's rotary scaling or a tokenizer that
+    splits text otherwise than GPT-2 (llama.cpp would run different math or read different tokens)."""
+    family = getattr(config, "family", None) or "llama"
+    if family != "llama" or getattr(config, "qk_norm", False) or getattr(config, "attention_bias", False) \
+            or getattr(config, "sliding_window", None):
+        return f"GGUF export of a {family} model (biases, q/k norms or a sliding window) is not supported yet"
+    if getattr(config, "rope_scaling_type", None) == "llama3":
+        return "GGUF export of Llama 3's rotary scaling is not supported yet"
+    pre = json.loads(tokenizer.backend_tokenizer.to_str()).get("pre_tokenizer") or {}
+    if pre.get("type") != "ByteLevel" or not pre.get("use_regex", True):
+        return ("GGUF export needs a GPT-2-style byte-level tokenizer (this one splits text its own way, which "
+                "llama.cpp would not reproduce)")
+    return None
+
+
 def tokenizer_metadata(tokenizer, vocab_size: int) -> dict:
     """Tokens (byte-level spelling), token types, merges and special ids, as GGUF wants them."""
     from gguf import TokenType
@@ -111,6 +128,9 @@ def write_gguf(model, tokenizer, out_dir: Path, qtype: str, name: str = "MiniMin
 
     config = model.config
     require_dense(config, f"gguf-{qtype}")
+    reason = gguf_refusal(config, tokenizer)
+    if reason:
+        raise ExportError(f"{reason}; export hf or llama instead")
     llama = config.to_llama_dict()
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / gguf_file_name(qtype, stem)

@@ -1,7 +1,9 @@
-"""`llama`: a stock `LlamaForCausalLM` folder that loads without the MiniMind package.
+"""`llama`: a stock transformers folder that loads without the MiniMind package: `LlamaForCausalLM`,
+or for a model imported from another family (minimind.hub) that family's own class, so a Qwen2
+import leaves as `Qwen2ForCausalLM` with its biases.
 
-Dense MiniMind uses Llama's parameter names and math, so the weights are saved
-as they are and only config.json changes (`MiniMindConfig.to_llama_dict`).
+Dense MiniMind uses these families' parameter names and math, so the weights are saved
+as they are and only config.json changes (`minimind.hub.families.hf_config_dict`).
 A mixture-of-experts model, or one whose positions are not rotary (ALiBi,
 sinusoidal, learned, none), has no Llama equivalent and is refused.
 """
@@ -10,9 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from transformers import LlamaConfig
+from transformers import CONFIG_MAPPING, PretrainedConfig
 
 from ..errors import ExportError
+from ..hub.families import ARCHITECTURE, hf_config_dict
 from .hf import write_hf
 
 
@@ -29,6 +32,16 @@ def not_llama_shaped(config) -> str | None:
     return None
 
 
+def family_of(config) -> str:
+    """The Hugging Face family a model's folder exports as: its import's, else Llama."""
+    return getattr(config, "family", None) or "llama"
+
+
+def family_name(config) -> str:
+    """The transformers class an export of this model is (LlamaForCausalLM, Qwen2ForCausalLM, ...)."""
+    return ARCHITECTURE[family_of(config)]
+
+
 def require_dense(config, fmt: str) -> None:
     """ExportError for a model the Llama-architecture formats cannot hold (experts, non-rotary positions)."""
     reason = not_llama_shaped(config)
@@ -37,16 +50,23 @@ def require_dense(config, fmt: str) -> None:
                           "export as 'hf' instead")
 
 
-def llama_config(config, dtype: str | None = None) -> LlamaConfig:
-    """The LlamaConfig holding the same shape as a dense MiniMindConfig."""
+def llama_config(config, dtype: str | None = None) -> PretrainedConfig:
+    """The transformers config (Llama's, or the imported family's) holding the same shape as a dense
+    MiniMindConfig."""
     require_dense(config, "llama")
-    values = config.to_llama_dict()
+    if config.model_type == "llama":
+        values = config.to_dict()
+    else:
+        try:
+            values = hf_config_dict(config)
+        except ValueError as err:
+            raise ExportError(f"{err}; export as 'hf' instead") from err
     values["dtype"] = dtype or "float32"
-    return LlamaConfig(**values)
+    return CONFIG_MAPPING[values["model_type"]](**{k: v for k, v in values.items() if k != "model_type"})
 
 
 def write_llama(model, tokenizer, out_dir: Path, dtype: str | None = None) -> Path:
-    """Save `model` as a Llama folder: MiniMind weights (same names) + a Llama config.json."""
+    """Save `model` as a stock transformers folder: MiniMind weights (same names) + the family's config.json."""
     cfg = llama_config(model.config, dtype)
     write_hf(model, tokenizer, out_dir, dtype)
     cfg.save_pretrained(out_dir)  # replaces the MiniMind config.json
