@@ -16,6 +16,7 @@ import torch
 import minimind.training.distributed as dist
 from .budget import planned_steps
 from .config import TrainConfig
+from .memory import plan
 from .modes import count_parameters
 from .precision import bf16_supported, describe, pick_device
 from .run_dir import RunDir
@@ -33,6 +34,7 @@ class Estimate:
     steps: int              # optimizer steps the run will take
     seconds_per_step: float # measured by the probe
     eta_s: float            # steps × seconds_per_step
+    memory: str = ""        # what a fine-tune needs of the memory free (training/memory.py); "" for a new model
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -63,6 +65,7 @@ def estimate(config: TrainConfig, probe_steps: int = 2, scratch: str | None = No
     corpus = built.corpus
     del built
     torch.cuda.empty_cache() if torch.cuda.is_available() else None
+    memory = plan(cfg, device)
     return Estimate(describe(device, cfg.precision), cfg.model.preset if cfg.new_model else "", total, trainable,
                     len(corpus.train), int(getattr(corpus.stats, "tokens", 0) or 0), steps, per_step,
-                    steps * per_step)
+                    steps * per_step, memory.describe() if memory is not None else "")

@@ -22,6 +22,7 @@ from .batches import BatchStream
 from .budget import Budget
 from .checkpoint import latest_checkpoint, load_trainer_state, remove_partial
 from .config import TrainConfig, check_mode_kind
+from .memory import check_fits
 from .modes import build_model
 from .objectives import build_objective
 from .optimizers import make_optimizer
@@ -53,6 +54,9 @@ class Run:
 
 
 def set_up(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, started: float, log) -> Run:
+    memory = check_fits(cfg, device.split(":")[0], log)  # before anything is loaded: a run that cannot fit says so
+    if memory is not None:
+        log(f"memory: this run needs {memory.describe()}")
     torch.manual_seed(cfg.seed)
     precision = Precision(cfg.precision, device.split(":")[0])
     tokenizer = prepare_tokenizer(cfg, run, info)
