@@ -78,11 +78,12 @@ this page's session."""
 
 
 def sync_registry(ctx: AppContext, registry: ModelRegistry) -> None:
-    """Serve every shipped model and finished run under a stable name (runs as run-<id>). A
-    classifier writes no text: /api/classify serves it, /v1 does not."""
+    """Serve every shipped model, imported model (as imported-<name>) and finished run under a stable name
+    (runs as run-<id>). A classifier writes no text: /api/classify serves it, /v1 does not."""
     from minimind.checkpoint import is_classifier
 
     wanted = {name: path for name, path in ctx.shipped().items() if not is_classifier(path)}
+    wanted.update({f"imported-{name}": path for name, path in ctx.workspace.imported_models().items()})
     for run in ctx.jobs.runs():
         status = run.read_status()
         final = status.get("final_checkpoint")
@@ -116,7 +117,8 @@ def build_app(workspace: str | Path, upload_limit_mb: float | None = None,
     limit = upload_limit_mb or float(os.environ.get("MINIMIND_UPLOAD_LIMIT_MB", "200"))
     ws = Workspace(Path(workspace), limit)
     jobs = JobManager(ws)
-    ctx = AppContext(ws, jobs, public_warning=access.warning(), bounded=BoundedWork(limits or WorkLimits.from_env()))
+    ctx = AppContext(ws, jobs, public_warning=access.warning(), bounded=BoundedWork(limits or WorkLimits.from_env()),
+                     local_folders=not access.public_space)
     if shipped_dir is not None:
         ctx.shipped_dir = Path(shipped_dir)
     if ctx.public_warning:

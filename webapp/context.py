@@ -44,6 +44,8 @@ class AppContext:
     shipped_dir: Path = SHIPPED_DIR
     uploads: UploadArea = field(default_factory=UploadArea)   # the files requests may hand in
     public_warning: str | None = None                         # shown on top of the page when set
+    local_folders: bool = True                                # models may be imported from server folders (not
+                                                              # on a public Space: a visitor names Hub ids only)
     classifiers: ClassifierCache = field(default_factory=ClassifierCache)  # loaded classifier runs (page + API)
     bounded: BoundedWork = field(default_factory=lambda: BoundedWork(WorkLimits()))  # runs a visitor's heavy work
                                                                                        # in a limited child (bounded.py)
@@ -55,8 +57,11 @@ class AppContext:
 
     def offered_models(self) -> list[tuple[str, str, Path]]:
         """(label, id, folder) of every model a user can chat with or export; the id is
-        `shipped:<name>` or `run:<run id>`. The page and its API name models by id, never by folder."""
+        `shipped:<name>`, `imported:<name>` (minimind.hub) or `run:<run id>`. The page and its API name
+        models by id, never by folder."""
         offered = [(f"shipped: {name}", f"shipped:{name}", path) for name, path in self.shipped().items()]
+        offered += [(f"imported: {name}", f"imported:{name}", path)
+                    for name, path in self.workspace.imported_models().items()]
         offered += [(label, f"run:{run_id}", folder) for run_id, label, folder in self.jobs.finished_models()]
         return offered
 
@@ -71,7 +76,7 @@ class AppContext:
         for _, offered_id, folder in self.offered_models():
             if offered_id == model_id:
                 return folder
-        raise WorkspaceError(f"{model_id!r} is not one of the shipped models or finished runs")
+        raise WorkspaceError(f"{model_id!r} is not one of the shipped models, imported models or finished runs")
 
 
 # an absolute path of two or more parts (not a URL, not "chars/token"): shown by its last part only

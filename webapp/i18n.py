@@ -68,6 +68,10 @@ EN = {
     # composed at run time (tr): keep every {placeholder} in both languages
     "device_line": "**Device:** {device}",
     "new_model_auto": "new model: auto (sized to the number of steps)", "new_model": "new model: {name}",
+    "hub_model": "a Hugging Face model: id or folder…",
+    "hub_source": "Hugging Face model id or folder",
+    "hub_source_info": "Llama, Mistral, Qwen2 or Qwen3 with safetensors weights, e.g. HuggingFaceTB/SmolLM2-135M-Instruct",
+    "import_model": "Import",
     "corpus_unusable": "**This corpus cannot be used yet.**",
     "c_kind": "**Kind:** {kind}", "c_documents": "**Documents:** {n}", "c_records": "**Records:** {n}",
     "c_pairs": "**Pairs:** {n}", "c_prompts": "**Prompts:** {n}", "c_conversations": "**Conversations:** {n}",
@@ -94,6 +98,7 @@ EN = {
     "e_estimate": "**{params}** parameters ({size}{trainable} trainable) on {device}  \n"
                   "**{tokens}** tokens per epoch in {rows} training rows  \n"
                   "**{steps}** steps × {sps}s ≈ **{eta}** (speed probe; {how})",
+    "e_memory": "  \nMemory: {memory}",
     "e_how_minutes": "the run fits its steps to the minutes from its measured steps",
     "e_how_steps": "the ETA while it trains comes from its measured steps",
     "queued": "Queued **{run_id}**.",
@@ -246,6 +251,10 @@ ZH = {
     "docs_per_bar": "文档数",
     "device_line": "**设备：** {device}",
     "new_model_auto": "新模型：自动（按步数确定规模）", "new_model": "新模型：{name}",
+    "hub_model": "Hugging Face 模型：ID 或文件夹…",
+    "hub_source": "Hugging Face 模型 ID 或文件夹",
+    "hub_source_info": "Llama、Mistral、Qwen2 或 Qwen3（safetensors 权重），例如 HuggingFaceTB/SmolLM2-135M-Instruct",
+    "import_model": "导入",
     "corpus_unusable": "**这份语料暂时无法使用。**",
     "c_kind": "**类型：** {kind}", "c_documents": "**文档数：** {n}", "c_records": "**记录数：** {n}",
     "c_pairs": "**偏好对数：** {n}", "c_prompts": "**提示数：** {n}", "c_conversations": "**对话数：** {n}",
@@ -269,6 +278,7 @@ ZH = {
     "e_estimate": "**{params}** 个参数（{size}其中 {trainable} 个可训练），运行于 {device}  \n"
                   "每轮 **{tokens}** 个词元，共 {rows} 行训练数据  \n"
                   "**{steps}** 步 × 每步 {sps} 秒 ≈ **{eta}**（速度探测；{how}）",
+    "e_memory": "  \n内存：{memory}",
     "e_how_minutes": "训练会按实测每步耗时在给定分钟内确定步数",
     "e_how_steps": "训练中的剩余时间按实测每步耗时估算",
     "queued": "已排队 **{run_id}**。",

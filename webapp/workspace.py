@@ -61,7 +61,7 @@ class Workspace:
 
     def __post_init__(self):
         self.root = Path(self.root).resolve()
-        for sub in ("uploads", "corpora", "runs", "exports", "cache"):
+        for sub in ("uploads", "corpora", "runs", "exports", "cache", "models"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
 
     @classmethod
@@ -93,6 +93,17 @@ class Workspace:
     @property
     def exports(self) -> Path:
         return self.root / "exports"
+
+    @property
+    def models(self) -> Path:
+        """Models imported from the Hub or a folder (minimind.hub), one folder each."""
+        return self.root / "models"
+
+    def imported_models(self) -> dict[str, Path]:
+        """Name -> folder of every finished import (a folder with its config.json and import.json)."""
+        return {p.name: p for p in sorted(self.models.iterdir())
+                if p.is_dir() and not p.name.startswith(".") and (p / "config.json").is_file()
+                and (p / "import.json").is_file()}
 
     @property
     def cache(self) -> Path:

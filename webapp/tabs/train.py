@@ -27,13 +27,14 @@ from minimind.training.precision import bf16_supported, describe, pick_device
 from minimind.training.reporting import REPORT_TO
 
 from .. import work
-from ..context import AppContext, user_errors
+from ..context import AppContext, user_errors, user_errors_gen
+from ..imports import import_steps
 from ..i18n import headed, t, tr
 from ..workspace import WorkspaceError
 from . import compare, grpo
 from .run_view import (LEGEND_TITLE, duration, run_choices, run_message, runs_table, watch, watch_confusion,
                        watch_objective, watch_rollouts)
-from .train_form import (MAX_MINUTES, MODES, TrainForm, base_choices, corpus_choices, corpus_kind,
+from .train_form import (HUB_CHOICE, MAX_MINUTES, MODES, TrainForm, base_choices, corpus_choices, corpus_kind,
                          defaults_for, max_processes, teacher_choices)
 
 FORM_FIELDS = [f.name for f in dataclasses.fields(TrainForm)]  # the estimate / start_training parameters, in order
@@ -58,7 +59,8 @@ def do_estimate(ctx: AppContext, form: TrainForm) -> str:
               tokens=f"{e.tokens_per_epoch:,}", rows=f"{e.train_rows:,}", steps=f"{e.steps:,}",
               sps=f"{e.seconds_per_step:.2f}", eta=duration(e.eta_s),
               how=tr("e_how_minutes" if config.time_budget_s else "e_how_steps"))
-    return text + coverage_note(config, spelled)
+    memory = tr("e_memory", memory=e.memory) if e.memory else ""
+    return text + memory + coverage_note(config, spelled)
 
 
 def coverage_note(config: TrainConfig, spelled: work.CoverageFacts | None) -> str:
@@ -119,6 +121,10 @@ def build(ctx: AppContext) -> None:
                         info=t("mode_info"), elem_id="train-mode")
         corpus = gr.Dropdown(corpus_choices(ctx), label=t("corpus"), value=None, elem_id="train-corpus",
                              allow_custom_value=True)
+    with gr.Row(visible=False, elem_id="train-import") as import_row:  # "a Hugging Face model" only
+        hub_source = gr.Textbox(label=t("hub_source"), info=t("hub_source_info"), elem_id="train-hub-source")
+        import_btn = gr.Button(t("import_model"), elem_id="import-btn", scale=0)
+    import_status = gr.Markdown(elem_id="import-status")
     with gr.Row(visible=False, elem_id="train-classify") as classify_row:  # a labelled corpus only
         task = gr.Radio([(t("task_classify"), "classify"), (t("task_generate"), "generate")], value="generate",
                         label=t("task"), info=t("task_info"), elem_id="train-task")
@@ -283,8 +289,14 @@ def build(ctx: AppContext) -> None:
     base.focus(choices, None, [base, corpus, teacher], api_name=False)
     corpus.focus(choices, None, [base, corpus, teacher], api_name=False)
     teacher.focus(choices, None, [base, corpus, teacher], api_name=False)
-    base.change(lambda b: gr.update(visible=isinstance(b, str) and b.startswith("new:")), [base], [architecture],
-                api_name=False)
+    base.change(lambda b: (gr.update(visible=isinstance(b, str) and b.startswith("new:")),
+                           gr.update(visible=b == HUB_CHOICE)), [base], [architecture, import_row], api_name=False)
+
+    def do_import(source):
+        for line, model_id in import_steps(ctx.workspace, source, ctx.local_folders):
+            yield line, (gr.update() if model_id is None else gr.update(choices=base_choices(ctx), value=model_id))
+
+    import_btn.click(user_errors_gen(do_import), [hub_source], [import_status, base], api_name="import_model")
 
     # Gradio 6's plot draws the data of the update before the last one into a drawn plot (it reads its data
     # before recomputing it): each comparison is sent twice, so the second draws the first's data

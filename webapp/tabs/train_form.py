@@ -45,11 +45,14 @@ SAVE_EXAMPLES = {"prompts": " (e.g. the Tang poem prompts sample)",
                  "labelled": " (e.g. a CSV with text and label columns)"}
 
 
+HUB_CHOICE = "hub:"  # "a Hugging Face model: id or folder": shows the import row (train.py), not a model
+
+
 def base_choices(ctx: AppContext) -> list[tuple[str, str]]:
-    """New models by preset, the shipped models, and finished full-model runs."""
+    """New models by preset, a model to import, the shipped and imported models, and finished full-model runs."""
     choices = [(tr("new_model_auto"), "new:auto")]
     choices += [(tr("new_model", name=name), f"new:{name}") for name in PRESETS]
-    return choices + full_models(ctx)
+    return choices + [(tr("hub_model"), HUB_CHOICE)] + full_models(ctx)
 
 
 def full_models(ctx: AppContext) -> list[tuple[str, str]]:
@@ -141,7 +144,7 @@ class TrainForm:
     order of the estimate and start_training API parameters (the newer ones last, so a client
     that sends the first twelve gets the defaults of the rest)."""
 
-    base: str | None            # what to start from: new:<preset>, shipped:<name> or run:<id>
+    base: str | None            # what to start from: new:<preset>, shipped:<name>, imported:<name> or run:<id>
     mode: str | None            # MODES
     corpus: str | None          # a saved corpus's name
     steps: float | None         # optimizer steps (stop_after "steps")
@@ -280,6 +283,9 @@ class TrainForm:
         base, mode = self.base, self.mode
         if base not in {v for _, v in base_choices(ctx)}:
             raise WorkspaceError("choose what to start from: a new model, the shipped model or a finished run")
+        if base == HUB_CHOICE:
+            raise WorkspaceError("type a Hugging Face model id (or a folder) beside 'Start from' and press Import "
+                                 "first; the imported model then becomes the starting point")
         if base.startswith("new:"):
             if task == "classify":
                 raise WorkspaceError("a classifier fine-tunes an existing model: start from the shipped model or a "
