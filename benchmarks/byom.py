@@ -169,8 +169,9 @@ def parity(tmp: Path, smollm: Path, tiny: bool) -> list[dict]:
     for family, (config_name, model_name, extra) in FAMILY_SHAPES.items():
         tokenizer = load_tokenizer(smollm)
         shape = {**(TINY if tiny else SMALL), **extra, "vocab_size": max(len(tokenizer), (TINY if tiny else SMALL)["vocab_size"])}
-        config = getattr(transformers, config_name)(**shape, pad_token_id=tokenizer.pad_token_id,
-                                                    bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+        shape.update(pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+                     eos_token_id=tokenizer.eos_token_id)
+        config = getattr(transformers, config_name)(**shape)
         torch.manual_seed(0)
         model = getattr(transformers, model_name)(config)
         with torch.no_grad():  # biases and norms away from 0 and 1, so their placement counts
