@@ -7,7 +7,12 @@ two AdamW moments in float32 for every trainable weight, a frozen copy of the st
 DPO and GRPO with a KL term (adapter runs switch the adapter off instead), a distillation teacher,
 and the activations backward keeps: per token and layer about 12 widths and 5 MLP widths at the
 autocast precision (2 widths with gradient checkpointing, plus one layer recomputed), and the
-float32 logits of the whole vocabulary three times (logits, their softmax, its gradient).
+float32 logits of the whole vocabulary three times (logits, their softmax, its gradient). On top:
+the checkpoint's own bytes while it loads (its file pages are resident, and QLoRA reads the
+full-precision weights before it quantizes them) and what the process holds anyway (libraries, data).
+Against three measured peaks (benchmarks/byom.py at bd89f60: LoRA fp32 and bf16 on a 135M model,
+QLoRA on a 1.24B one) the plan came to 0.83x, 0.82x and 1.08x of them: a check that refuses what
+clearly cannot fit, not a promise to the megabyte.
 A new model is not counted: the studio sizes those itself, and they are small.
 """
 
@@ -28,6 +33,7 @@ LAYER_WIDTHS, LAYER_MLP_WIDTHS = 12, 5       # activations kept per token and la
 CHECKPOINTED_WIDTHS = 2                      # with gradient checkpointing: a layer's input and its norm
 LOGIT_COPIES = 3                             # float32 logits, their softmax, its gradient
 NF4_BYTES = 0.5 + 4 / 64 + 1 / 256           # 4-bit weights + a float32 absmax per 64 (double-quantized: less)
+PROCESS_BYTES = 600 * 1024 ** 2               # torch, transformers, peft, datasets and the prepared data
 
 
 @dataclass
@@ -43,10 +49,13 @@ class MemoryPlan:
     activations: int
     frozen_copies: int                  # a reference or a teacher
     available: int | None
+    loading: int = 0                    # the checkpoint's bytes on disk, resident while it loads
+    process: int = PROCESS_BYTES        # what the process holds anyway
 
     @property
     def total(self) -> int:
-        return self.weights + self.gradients + self.optimizer + self.activations + self.frozen_copies
+        return (self.weights + self.gradients + self.optimizer + self.activations + self.frozen_copies
+                + self.loading + self.process)
 
     @property
     def fits(self) -> bool:
@@ -57,6 +66,7 @@ class MemoryPlan:
                  f"{(self.gradients + self.optimizer) / GB:.1f}", f"activations {self.activations / GB:.1f}"]
         if self.frozen_copies:
             parts.append(f"frozen reference/teacher {self.frozen_copies / GB:.1f}")
+        parts.append(f"loading and the process {(self.loading + self.process) / GB:.1f}")
         where = "" if self.available is None else f" of the {self.available / GB:.1f} GB free on this {self.device}"
         return f"about {self.total / GB:.1f} GB ({', '.join(parts)} GB){where}"
 
@@ -127,7 +137,13 @@ def plan(cfg, device: str) -> MemoryPlan | None:
         teacher = shape_of(model_config(cfg.distill.teacher))
         frozen += teacher["parameters"] * 4 if teacher else 0
     return MemoryPlan(device, params, trainable, weights, trainable * 4, trainable * 8, activations, frozen,
-                      available_bytes(device))
+                      available_bytes(device), checkpoint_bytes(cfg.model.init_from))
+
+
+def checkpoint_bytes(path: str | Path) -> int:
+    """Bytes of a model folder's safetensors (an adapter's base's)."""
+    folder = Path(adapter_base(path)) if is_adapter(path) else Path(path)
+    return sum(f.stat().st_size for f in folder.glob("*.safetensors"))
 
 
 def available_bytes(device: str) -> int | None:
