@@ -119,7 +119,7 @@ def check_weights(files: list[Path], config: MiniMindConfig, source: str) -> tup
 
 
 def load_source_tokenizer(folder: Path, source: str, vocab_size: int):
-    """The source's tokenizer (tokenizer.json only: no remote code, no sentencepiece model file)."""
+    """(the source's tokenizer, its style): tokenizer.json only, no remote code, no sentencepiece model file."""
     if not (folder / "tokenizer.json").is_file():
         raise refuse(source, "no tokenizer.json beside the model (a tokenizer.model alone is not supported; "
                              "save the fast tokenizer with transformers first)")
@@ -132,7 +132,8 @@ def load_source_tokenizer(folder: Path, source: str, vocab_size: int):
         raise refuse(source, f"its tokenizer does not load ({err})") from err
     if len(tokenizer) > vocab_size:
         raise refuse(source, f"its tokenizer has {len(tokenizer):,} tokens but the model only {vocab_size:,} rows")
-    if tokenizer_style(tokenizer) is None:
+    style = tokenizer_style(tokenizer)
+    if style is None:
         raise refuse(source, "its tokenizer is neither byte-level BPE nor byte-fallback BPE, so the studio cannot "
                              "tell which bytes a token writes (answers could end mid-character)")
     if tokenizer.pad_token is None:  # padding batches needs one; an unknown or end token is never a target there
@@ -140,7 +141,7 @@ def load_source_tokenizer(folder: Path, source: str, vocab_size: int):
     if not getattr(tokenizer, "chat_template", None) and all(token_id(tokenizer, t) is not None
                                                               for t in (IM_START, IM_END)):
         tokenizer.chat_template = CHAT_TEMPLATE  # a base model with ChatML's tokens (SmolLM2): ChatML it is
-    return tokenizer
+    return tokenizer, style
 
 
 def source_license(folder: Path) -> str:
@@ -182,8 +183,10 @@ def _write_weights(files: list[Path], folder: Path, out: Path, dropped: set[str]
     for path in files:
         target = out / path.name
         if dropped:
-            tensors = load_file(str(path))
-            if dropped & set(tensors):
+            with safe_open(str(path), framework="pt") as f:
+                holds = bool(dropped & set(f.keys()))
+            if holds:
+                tensors = load_file(str(path))
                 save_file({k: v for k, v in tensors.items() if k not in dropped}, str(target), metadata={"format": "pt"})
                 continue
         shutil.copyfile(path, target)
@@ -229,7 +232,7 @@ def import_folder(folder: str | Path, out: str | Path, source: str | None = None
     config = config_from_hf(raw, source, generation)
     files = weight_files(folder, source)
     parameters, dtype, dropped = check_weights(files, config, source)
-    tokenizer = load_source_tokenizer(folder, source, config.vocab_size)
+    tokenizer, style = load_source_tokenizer(folder, source, config.vocab_size)
     if config.pad_token_id is None:
         config.pad_token_id = tokenizer.pad_token_id
     out.mkdir(parents=True, exist_ok=True)
@@ -246,7 +249,7 @@ def import_folder(folder: str | Path, out: str | Path, source: str | None = None
         report = ImportReport(
             folder=str(out), source=source, family=config.family, architecture=ARCHITECTURE[config.family],
             parameters=parameters, dtype=dtype, license=source_license(folder),
-            tokenizer=tokenizer_style(tokenizer), chat_template=bool(getattr(tokenizer, "chat_template", None)),
+            tokenizer=style, chat_template=bool(getattr(tokenizer, "chat_template", None)),
             seconds=time.perf_counter() - start)
         (out / "README.md").write_text(_card(report, config), encoding="utf-8")
         (out / RECORD).write_text(json.dumps({**asdict(report), "folder": out.name,

@@ -16,7 +16,6 @@ import torch
 import minimind.training.distributed as dist
 from .budget import planned_steps
 from .config import TrainConfig
-from .memory import plan
 from .modes import count_parameters
 from .precision import bf16_supported, describe, pick_device
 from .run_dir import RunDir
@@ -62,10 +61,9 @@ def estimate(config: TrainConfig, probe_steps: int = 2, scratch: str | None = No
     # N processes take N batches a step (the probe times one process's; their all-reduce is not counted)
     steps = planned_steps(cfg, built.stream.steps_per_epoch() / processes, per_step, left)
     trainable, total = count_parameters(built.base_model)
-    corpus = built.corpus
+    corpus, memory = built.corpus, built.memory
     del built
     torch.cuda.empty_cache() if torch.cuda.is_available() else None
-    memory = plan(cfg, device)
     return Estimate(describe(device, cfg.precision), cfg.model.preset if cfg.new_model else "", total, trainable,
                     len(corpus.train), int(getattr(corpus.stats, "tokens", 0) or 0), steps, per_step,
                     steps * per_step, memory.describe() if memory is not None else "")

@@ -51,6 +51,7 @@ class Run:
     state: dict                  # step, tokens_seen, elapsed_s, max_steps (from the checkpoint on resume)
     checkpoint: Path | None      # the checkpoint resumed from
     sized: bool = False          # whether the size or learning rate of a new model was chosen now
+    memory: object = None        # the fine-tune's memory plan (training/memory.py); None for a new model
 
 
 def set_up(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, started: float, log) -> Run:
@@ -91,7 +92,7 @@ def set_up(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, start
         if budget is not None:
             budget = Budget.start(cfg.time_budget_s, started, already_used=state.get("elapsed_s", 0.0))
     return Run(cfg, precision, tokenizer, corpus, budget, base_model, model, objective, optimizer,
-               precision.grad_scaler(), stream, state, checkpoint, sized)
+               precision.grad_scaler(), stream, state, checkpoint, sized, memory)
 
 
 def prepare_tokenizer(cfg: TrainConfig, run: RunDir, info):
