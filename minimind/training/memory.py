@@ -10,9 +10,8 @@ autocast precision (2 widths with gradient checkpointing, plus one layer recompu
 float32 logits of the whole vocabulary three times (logits, their softmax, its gradient). On top:
 the checkpoint's own bytes while it loads (its file pages are resident, and QLoRA reads the
 full-precision weights before it quantizes them) and what the process holds anyway (libraries, data).
-Against three measured peaks (benchmarks/byom.py at bd89f60: LoRA fp32 and bf16 on a 135M model,
-QLoRA on a 1.24B one) the plan came to 0.83x, 0.82x and 1.08x of them: a check that refuses what
-clearly cannot fit, not a promise to the megabyte.
+It is a check that refuses what clearly cannot fit, not a promise to the megabyte: its coefficients
+come from the model's structure and are not yet fitted to measured peaks.
 A new model is not counted: the studio sizes those itself, and they are small.
 """
 
