@@ -44,10 +44,10 @@ FAMILY_MODELS = {
         tie_word_embeddings=False, rope_parameters={
             "rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
             "high_freq_factor": 4.0, "original_max_position_embeddings": 64}), "llama3", "llama3.2"),
-    # GPT-2's own splitting and ChatML tokens: what this studio's GGUF writer takes today
+    # SmolLM2's shape: tied, ChatML tokens, GPT-2's splitting with every digit apart
     # (a context of 1,024: the page's chat asks for answers of up to 256 tokens)
-    "llama-gpt2": (LlamaConfig, LlamaForCausalLM, dict(tie_word_embeddings=True, max_position_embeddings=1024), "gpt2",
-                   "apache-2.0"),
+    "llama-smollm": (LlamaConfig, LlamaForCausalLM, dict(tie_word_embeddings=True, max_position_embeddings=1024),
+                     "smollm", "apache-2.0"),
     "llama-sentencepiece": (LlamaConfig, LlamaForCausalLM, dict(tie_word_embeddings=False), "sentencepiece",
                             "apache-2.0"),
     "mistral": (MistralConfig, MistralForCausalLM, dict(tie_word_embeddings=False, sliding_window=24),
@@ -57,16 +57,32 @@ FAMILY_MODELS = {
 }
 
 
+# the pre-tokenizer regexes as Qwen2.5's and Llama 3's tokenizer.json files state them
+QWEN_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
+              r"|\s+(?!\S)|\s+")
+LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
 def byte_level_tokenizer(kind: str, vocab_size: int = 420) -> PreTrainedTokenizerFast:
-    """Byte-level BPE with ChatML tokens and digits split one by one ("qwen", as Qwen and SmolLM2),
-    ChatML tokens and GPT-2's splitting alone ("gpt2"), or Llama 3's header tokens ("llama3")."""
-    chatml = kind in ("qwen", "gpt2")
+    """Byte-level BPE as each family ships it: ChatML tokens with Qwen's splitting and NFC ("qwen"),
+    with GPT-2's splitting and digits apart ("smollm", SmolLM2) or GPT-2's alone ("gpt2"); or Llama 3's
+    header tokens, splitting, BOS and whole-word lookup ("llama3")."""
+    chatml = kind != "llama3"
     special = (["<|endoftext|>", "<|im_start|>", "<|im_end|>"] if chatml else
                ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"])
-    core = Tokenizer(models.BPE())
-    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    core.pre_tokenizer = byte_level if kind == "gpt2" else pre_tokenizers.Sequence([
-        pre_tokenizers.Split(pattern=Regex(r"\d"), behavior="isolated"), byte_level])
+    core = Tokenizer(models.BPE(ignore_merges=kind == "llama3"))
+    split = {"qwen": QWEN_SPLIT, "llama3": LLAMA3_SPLIT}.get(kind)
+    if split is not None:
+        core.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(split), behavior="isolated"),
+                                                      pre_tokenizers.ByteLevel(add_prefix_space=False,
+                                                                               use_regex=False)])
+    else:
+        byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        core.pre_tokenizer = byte_level if kind == "gpt2" else pre_tokenizers.Sequence([
+            pre_tokenizers.Digits(individual_digits=True), byte_level])
+    if kind == "qwen":
+        core.normalizer = normalizers.NFC()
     core.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=1, special_tokens=special,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
@@ -108,10 +124,12 @@ def tokenizer_for(style: str) -> PreTrainedTokenizerFast:
     return sentencepiece_tokenizer() if style == "sentencepiece" else byte_level_tokenizer(style)
 
 
-def build_family_model(name: str, folder: Path, seed: int = 0, shard: bool = False):
+def build_family_model(name: str, folder: Path, seed: int = 0, shard: bool = False, **config):
     """A random model of family `name` with its tokenizer, generation config, README and LICENSE, saved in
-    `folder` as the Hub would hold it. Returns (model in fp32 eval mode, tokenizer)."""
+    `folder` as the Hub would hold it; `config` overrides its config's fields. Returns (model in fp32 eval
+    mode, tokenizer)."""
     config_class, model_class, overrides, style, license_id = FAMILY_MODELS[name]
+    overrides = {**overrides, **config}
     tokenizer = tokenizer_for(style)
     vocab = len(tokenizer) + 12                               # rows past the tokenizer, as Qwen pads its matrix
     ids = {k: getattr(tokenizer, f"{k}_token_id") for k in ("bos", "eos", "pad")}

@@ -20,10 +20,9 @@ from ..checkpoint import adapter_base, is_adapter, is_classifier, load_tokenizer
 from ..classifier import is_classifier_model
 from ..lstm import is_lstm
 from ..errors import ExportError
-from ..vocabulary import has_added_characters
 from .card import write_card
 from .formats import DTYPES, FORMATS, lstm_refusal, tolerance_for
-from .gguf import gguf_refusal, write_gguf
+from .gguf import gguf_architecture, gguf_refusal, write_gguf
 from .heldout import default_eval_labels, default_eval_text, model_name
 from .hf import write_hf
 from .llama import family_name, not_llama_shaped, require_dense, write_llama
@@ -93,8 +92,8 @@ def applicable_formats(model_dir: str | Path, adapter: str | Path | None = None)
         return [] if no_onnx else [f for f in FORMATS if f.startswith("onnx")]
     not_llama = not_llama_shaped(config) is not None  # experts, other positions, other families
     tokenizer = load_tokenizer_for(adapter or model_dir)
-    # GGUF cannot carry characters a run added, nor (yet) another family's layout
-    no_gguf = has_added_characters(tokenizer) or (not not_llama and gguf_refusal(config, tokenizer) is not None)
+    # GGUF cannot carry characters a run added, nor options llama.cpp's architectures lack
+    no_gguf = not not_llama and gguf_refusal(config, tokenizer) is not None
     return [f for f, spec in FORMATS.items()
             if not (spec.dense_only and not_llama) and (f != "merged" or has_adapter)
             and not (no_gguf and f.startswith("gguf")) and not (no_onnx and f.startswith("onnx"))
@@ -118,7 +117,7 @@ def check_request(formats: Iterable[str], dtype: str | None, merged_as: str | No
 def _stored_as(fmt: str, config, merged_as: str | None, classifier: bool = False) -> str:
     dense = not_llama_shaped(config) is None
     if fmt.startswith("gguf"):
-        return "llama-architecture GGUF"
+        return f"{gguf_architecture(config)}-architecture GGUF"
     if classifier:  # only the ONNX formats hold one (check_applies)
         return ("ONNX graph of a sequence classifier (input_ids, attention_mask -> logits); config.json in "
                 "MiniMind form with its id2label / label2id")

@@ -1,24 +1,31 @@
-"""`gguf-f16`, `gguf-q8_0`: a llama-architecture GGUF file for llama.cpp (and Ollama, LM Studio, ...).
+"""`gguf-f16`, `gguf-q8_0`: a GGUF file for llama.cpp (and Ollama, LM Studio, ...), in the
+architecture llama.cpp runs the model's family as.
 
-Written with the `gguf` package: the model shape as `llama.*` keys, the
-tokenizer embedded as a gpt2-style byte-level BPE (tokens, token types, merges,
-pre-tokenizer "gpt-2", special ids, ChatML template), and the weights under
-llama.cpp's tensor names.
+Written with the `gguf` package: the model shape as `<arch>.*` keys, the tokenizer embedded (see
+`gguf_vocab`: byte-level or sentencepiece style, with the name of its pre-tokenizer), and the
+weights under llama.cpp's tensor names.
 
-Rotary layout: Hugging Face Llama rotates the two halves of each head
-(dimension i with i + d/2); llama.cpp rotates adjacent pairs (2i with 2i+1).
-The rows of each head of q_proj and k_proj are therefore reordered so that
-row i and row i + d/2 become neighbours; transformers' GGUF loader undoes
-exactly this when it reads the file back, which is how verification checks it.
+Families (an import's, see minimind.hub; a model born here is Llama):
+- llama, mistral -> `llama`. Hugging Face Llama rotates the two halves of each head (dimension i
+  with i + d/2); llama.cpp's `llama` rotates adjacent pairs (2i with 2i+1), so the rows of each head
+  of q_proj and k_proj are reordered, and transformers' GGUF loader undoes exactly this when it
+  reads the file back, which is how verification checks it. Llama 3's rotary scaling travels as
+  llama.cpp's `rope_freqs` tensor: the factor each frequency is divided by.
+- qwen2 -> `qwen2` (q/k/v biases), qwen3 -> `qwen3` (per-head q/k RMSNorm, its own head size). Both
+  rotate halves in llama.cpp too, so no rows move.
 
-Types: vectors (norms) stay float32, as llama.cpp expects; matrices are float16,
-or Q8_0 (32-weight blocks of int8 with one float16 scale) when a row is a
-multiple of 32 long, float16 otherwise.
+Refused, each with the reason: options the target architecture does not have (biases on a Llama,
+q/k norms outside Qwen3), and a sliding window shorter than the context (llama.cpp runs Mistral as
+`llama`, with full attention).
+
+Types: vectors (norms, biases, rope factors) stay float32, as llama.cpp expects; matrices are
+float16, or Q8_0 (32-weight blocks of int8 with one float16 scale) when a row is a multiple of 32
+long, float16 otherwise.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import re
 from pathlib import Path
 
@@ -26,16 +33,21 @@ import numpy as np
 import torch
 
 from ..errors import ExportError
-from ..tokenizer import SPECIAL_TOKENS
-from ..vocabulary import has_added_characters
-from .llama import require_dense
+from .gguf_vocab import vocab_metadata, vocab_refusal, write_vocab
+from .llama import family_of, require_dense
 
 GGUF_TYPES = ("f16", "q8_0")
 Q8_BLOCK = 32
+ARCHITECTURES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
+HALF_SPLIT = {"qwen2", "qwen3"}  # llama.cpp architectures that rotate halves as transformers does
 
 
 def gguf_file_name(qtype: str, stem: str = "model") -> str:
     return f"{stem}-{qtype}.gguf"
+
+
+def gguf_architecture(config) -> str:
+    return ARCHITECTURES.get(family_of(config), "llama")
 
 
 def rotary_to_interleaved(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -53,61 +65,65 @@ def plain_chat_template(template: str | None) -> str | None:
     return re.sub(r"\{%-?\s*(end)?generation\s*-?%\}", "", template)
 
 
-def gguf_refusal(config, tokenizer) -> str | None:
-    """Why this writer's llama-architecture GGUF with a GPT-2 tokenizer cannot hold a model (None when
-    it can): an imported model of another family, or with Llama 3's rotary scaling or a tokenizer that
-    splits text otherwise than GPT-2 (llama.cpp would run different math or read different tokens)."""
-    family = getattr(config, "family", None) or "llama"
-    if family != "llama" or getattr(config, "qk_norm", False) or getattr(config, "attention_bias", False) \
-            or getattr(config, "sliding_window", None):
-        return f"GGUF export of a {family} model (biases, q/k norms or a sliding window) is not supported yet"
-    if getattr(config, "rope_scaling_type", None) == "llama3":
-        return "GGUF export of Llama 3's rotary scaling is not supported yet"
-    pre = json.loads(tokenizer.backend_tokenizer.to_str()).get("pre_tokenizer") or {}
-    if pre.get("type") != "ByteLevel" or not pre.get("use_regex", True):
-        return ("GGUF export needs a GPT-2-style byte-level tokenizer (this one splits text its own way, which "
-                "llama.cpp would not reproduce)")
+def architecture_refusal(config) -> str | None:
+    """Why the GGUF architecture of this model's family cannot compute what it computes (None when it can)."""
+    family = family_of(config)
+    arch = gguf_architecture(config)
+    bias, out_bias = getattr(config, "attention_bias", False), getattr(config, "attention_out_bias", False)
+    qk_norm = getattr(config, "qk_norm", False)
+    if (arch == "llama" and (bias or out_bias or qk_norm)) or (arch == "qwen2" and (out_bias or qk_norm)) \
+            or (arch == "qwen3" and (bias or out_bias or not qk_norm)):
+        return (f"GGUF export of a {family} model with these options (attention biases {bias}/{out_bias}, "
+                f"q/k norms {qk_norm}) is not supported: llama.cpp's {arch} has other ones")
+    if getattr(config, "rope_scaling_type", None) == "llama3" and arch != "llama":
+        return f"GGUF export of Llama 3's rotary scaling on a {family} model is not supported"
+    window = getattr(config, "sliding_window", None)
+    context = getattr(config, "max_position_embeddings", 0)
+    if window and window < context:
+        return (f"GGUF export of a sliding attention window ({window} tokens) shorter than the context "
+                f"({context}) is not supported: llama.cpp runs {family} models with full attention")
     return None
 
 
-def tokenizer_metadata(tokenizer, vocab_size: int) -> dict:
-    """Tokens (byte-level spelling), token types, merges and special ids, as GGUF wants them."""
-    from gguf import TokenType
-
-    if has_added_characters(tokenizer):
-        raise ExportError("GGUF cannot carry the characters this model's run added to its vocabulary "
-                          "(its readers split them into bytes); export hf, llama or merged instead")
-    n = len(tokenizer)
-    if n > vocab_size:
-        raise ExportError(f"the tokenizer has {n} tokens but the model only {vocab_size} embeddings")
-    tokens = tokenizer.convert_ids_to_tokens(list(range(n)))
-    special = set(tokenizer.all_special_ids) | {tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS
-                                                if t in tokenizer.get_vocab()}
-    added = set(tokenizer.get_added_vocab().values())
-    types = [TokenType.CONTROL if i in special else TokenType.USER_DEFINED if i in added else TokenType.NORMAL
-             for i in range(n)]
-    # embeddings beyond the tokenizer (a model trained with a rounded-up vocabulary) get unused placeholders
-    tokens += [f"[PAD{i}]" for i in range(n, vocab_size)]
-    types += [TokenType.UNUSED] * (vocab_size - n)
-    model = json.loads(tokenizer.backend_tokenizer.to_str())["model"]
-    if model.get("type") != "BPE":
-        raise ExportError(f"GGUF export needs a byte-level BPE tokenizer, not {model.get('type')!r}")
-    merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
-    return {"tokens": tokens, "types": types, "merges": merges}
+def gguf_refusal(config, tokenizer) -> str | None:
+    """Why a GGUF cannot hold this model (None when it can): its family's options or its tokenizer."""
+    return architecture_refusal(config) or vocab_refusal(tokenizer)
 
 
-def _tensor_names(config) -> dict[str, str]:
+def llama3_rope_factors(config) -> np.ndarray:
+    """What llama.cpp divides each rotary frequency by for Llama 3's scaling (`rope_freqs`): 1 for
+    short wavelengths, the factor for long ones, a smooth blend between, as transformers computes it."""
+    dim = config.head_dim
+    inv_freq = 1.0 / config.rope_theta ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+    original = config.rope_original_max_position
+    low, high = original / config.rope_low_freq_factor, original / config.rope_high_freq_factor
+    factor = config.rope_scaling_factor
+    factors = []
+    for freq in inv_freq:
+        wavelength = 2 * math.pi / freq
+        if wavelength < high:
+            factors.append(1.0)
+        elif wavelength > low:
+            factors.append(factor)
+        else:
+            smooth = (original / wavelength - config.rope_low_freq_factor) / (
+                config.rope_high_freq_factor - config.rope_low_freq_factor)
+            factors.append(1.0 / ((1 - smooth) / factor + smooth))
+    return np.asarray(factors, dtype=np.float32)
+
+
+def _tensor_names(config, arch: str, params) -> dict[str, str]:
     """Our parameter name -> llama.cpp tensor name."""
-    from gguf import MODEL_ARCH, get_tensor_name_map
+    from gguf import MODEL_ARCH, MODEL_ARCH_NAMES, get_tensor_name_map
 
-    names = get_tensor_name_map(MODEL_ARCH.LLAMA, config.num_hidden_layers)
+    arch_id = next(a for a, name in MODEL_ARCH_NAMES.items() if name == arch and a in MODEL_ARCH)
+    names = get_tensor_name_map(arch_id, config.num_hidden_layers)
     out = {}
-    for layer in ["model.embed_tokens", "model.norm", "lm_head"] + [
-            f"model.layers.{i}.{part}" for i in range(config.num_hidden_layers) for part in (
-                "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-                "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj",
-                "input_layernorm", "post_attention_layernorm")]:
-        out[layer + ".weight"] = names.get_name(layer) + ".weight"
+    for param in params:
+        name = names.get_name(param, try_suffixes=(".weight", ".bias"))
+        if name is None:
+            raise ExportError(f"GGUF ({arch}) has no tensor for {param}")
+        out[param] = name
     return out
 
 
@@ -122,23 +138,10 @@ def _encode(array: np.ndarray, qtype: str):
     return array.astype(np.float16), None
 
 
-def write_gguf(model, tokenizer, out_dir: Path, qtype: str, name: str = "MiniMind", stem: str = "model") -> Path:
-    """Write `out_dir/<stem>-<qtype>.gguf` (qtype "f16" or "q8_0") for a dense model."""
+def _write_shape(writer, config) -> None:
     import gguf
 
-    config = model.config
-    require_dense(config, f"gguf-{qtype}")
-    reason = gguf_refusal(config, tokenizer)
-    if reason:
-        raise ExportError(f"{reason}; export hf or llama instead")
-    llama = config.to_llama_dict()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / gguf_file_name(qtype, stem)
-
-    writer = gguf.GGUFWriter(path, "llama")
-    writer.add_name(name)
-    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if qtype == "q8_0" else gguf.LlamaFileType.MOSTLY_F16)
-    writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    rope = config.rope_dict()
     writer.add_vocab_size(config.vocab_size)
     writer.add_context_length(config.max_position_embeddings)
     writer.add_embedding_length(config.hidden_size)
@@ -149,40 +152,64 @@ def write_gguf(model, tokenizer, out_dir: Path, qtype: str, name: str = "MiniMin
     writer.add_key_length(config.head_dim)
     writer.add_value_length(config.head_dim)
     writer.add_rope_dimension_count(config.head_dim)
-    writer.add_rope_freq_base(llama["rope_parameters"]["rope_theta"])  # "ntk" is folded into the base
-    if llama["rope_parameters"]["rope_type"] == "linear":
+    writer.add_rope_freq_base(rope["rope_theta"])  # "ntk" is folded into the base
+    if rope["rope_type"] == "linear":
         writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
-        writer.add_rope_scaling_factor(llama["rope_parameters"]["factor"])
+        writer.add_rope_scaling_factor(rope["factor"])
     writer.add_layer_norm_rms_eps(config.rms_norm_eps)
 
-    vocab = tokenizer_metadata(tokenizer, config.vocab_size)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("gpt-2")
-    writer.add_token_list(vocab["tokens"])
-    writer.add_token_types(vocab["types"])
-    writer.add_token_merges(vocab["merges"])
+
+def _write_special_tokens(writer, tokenizer, vocab: dict) -> None:
     for setter, token_id in ((writer.add_bos_token_id, tokenizer.bos_token_id),
                              (writer.add_eos_token_id, tokenizer.eos_token_id),
                              (writer.add_pad_token_id, tokenizer.pad_token_id)):
         if token_id is not None:
             setter(token_id)
-    im_end = tokenizer.get_vocab().get("<|im_end|>")
-    if im_end is not None:
-        writer.add_eot_token_id(im_end)  # a chat turn ends here
-    writer.add_add_bos_token(False)  # documents are trained after an end-of-text token, not a BOS
-    writer.add_add_eos_token(False)
+    if vocab["model"] == "llama" and tokenizer.unk_token_id is not None:
+        writer.add_unk_token_id(tokenizer.unk_token_id)
+    turn_end = next((tokenizer.get_vocab()[t] for t in ("<|im_end|>", "<|eot_id|>") if t in tokenizer.get_vocab()),
+                    None)
+    if turn_end is not None:
+        writer.add_eot_token_id(turn_end)  # a chat turn ends here
+
+
+def write_gguf(model, tokenizer, out_dir: Path, qtype: str, name: str = "MiniMind", stem: str = "model") -> Path:
+    """Write `out_dir/<stem>-<qtype>.gguf` (qtype "f16" or "q8_0") for a dense model."""
+    import gguf
+
+    config = model.config
+    require_dense(config, f"gguf-{qtype}")
+    reason = gguf_refusal(config, tokenizer)
+    if reason:
+        raise ExportError(f"{reason}; export hf or llama instead")
+    arch = gguf_architecture(config)
+    vocab = vocab_metadata(tokenizer, config.vocab_size)
+    state = {k: v for k, v in model.state_dict().items()
+             # llama.cpp reuses token_embd as the output matrix when output.weight is absent
+             if not (k == "lm_head.weight" and config.tie_word_embeddings)}
+    names = _tensor_names(config, arch, state)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / gguf_file_name(qtype, stem)
+
+    writer = gguf.GGUFWriter(path, arch)
+    writer.add_name(name)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if qtype == "q8_0" else gguf.LlamaFileType.MOSTLY_F16)
+    writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    _write_shape(writer, config)
+    write_vocab(writer, vocab)
+    _write_special_tokens(writer, tokenizer, vocab)
     template = plain_chat_template(getattr(tokenizer, "chat_template", None))
     if template:
         writer.add_chat_template(template)
 
-    names = _tensor_names(config)
-    for param, tensor in model.state_dict().items():
-        if param == "lm_head.weight" and config.tie_word_embeddings:
-            continue  # llama.cpp reuses token_embd as the output matrix when output.weight is absent
+    if getattr(config, "rope_scaling_type", None) == "llama3":
+        writer.add_tensor(gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FREQS] + ".weight", llama3_rope_factors(config))
+    interleave = arch not in HALF_SPLIT
+    for param, tensor in state.items():
         weight = tensor.detach().float()
-        if param.endswith("self_attn.q_proj.weight"):
+        if interleave and param.endswith("self_attn.q_proj.weight"):
             weight = rotary_to_interleaved(weight, config.num_attention_heads)
-        elif param.endswith("self_attn.k_proj.weight"):
+        elif interleave and param.endswith("self_attn.k_proj.weight"):
             weight = rotary_to_interleaved(weight, config.num_key_value_heads)
         data, raw = _encode(weight.numpy(), qtype)
         writer.add_tensor(names[param], data, raw_dtype=raw)

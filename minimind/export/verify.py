@@ -25,6 +25,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from ..checkpoint import check_model_folder
@@ -261,27 +262,43 @@ def load_export(fmt: str, path: Path):
     if fmt.startswith("onnx"):
         return load_onnx(path), AutoTokenizer.from_pretrained(path)
     if fmt.startswith("gguf"):
-        folder, name = path.parent, path.name
-        config = _gguf_config(path)
-        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, config=config, dtype=torch.float32)
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-        return model.eval(), tokenizer
+        return _load_gguf(path)
     check_model_folder(path)
     kwargs = {"device_map": "cpu"} if fmt in ("int8", "bnb-8bit", "bnb-nf4") else {}
     model = AutoModelForCausalLM.from_pretrained(path, use_safetensors=True, trust_remote_code=False, **kwargs)
     return model.eval(), AutoTokenizer.from_pretrained(path)
 
 
-def _gguf_config(path: Path):
-    """The config transformers builds from a GGUF, plus the linear rotary scaling it does not read."""
+def _load_gguf(path: Path):
+    """A GGUF read by transformers' own GGUF loader, told the few things it does not read that
+    llama.cpp does: the head size (`attention.key_length`), linear rotary scaling, Llama 3's
+    rotary factors (`rope_freqs`), and the splitting of a pre-tokenizer name it has no regex for."""
     import gguf
-    from transformers import AutoConfig
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers.integrations.gguf.gguf_tokenizer_mapping import GGUF_PRE_TOKENIZER_SPLITS
 
-    config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+    from .gguf_vocab import PRE_TOKENIZERS, splitter
+
     reader = gguf.GGUFReader(path)
-    kind = reader.get_field("llama.rope.scaling.type")
-    if kind is not None and kind.contents() == "linear":
-        factor = float(reader.get_field("llama.rope.scaling.factor").contents())
+    field = lambda key: None if reader.get_field(key) is None else reader.get_field(key).contents()  # noqa: E731
+    arch = field("general.architecture")
+    config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+    if field(f"{arch}.attention.key_length") is not None:
+        config.head_dim = int(field(f"{arch}.attention.key_length"))
+    if field(f"{arch}.rope.scaling.type") == "linear":
         config.rope_parameters = {"rope_type": "linear", "rope_theta": config.rope_parameters["rope_theta"],
-                                  "factor": factor}
-    return config
+                                  "factor": float(field(f"{arch}.rope.scaling.factor"))}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the rope_freqs tensor, which transformers has no parameter for
+        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, config=config,
+                                                     dtype=torch.float32)
+    factors = next((t for t in reader.tensors if t.name == "rope_freqs.weight"), None)
+    if factors is not None:
+        rotary = model.model.rotary_emb
+        rotary.inv_freq = rotary.inv_freq / torch.from_numpy(np.array(factors.data, dtype=np.float32))
+        rotary.original_inv_freq = rotary.inv_freq
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    pre = field("tokenizer.ggml.pre")
+    if pre in PRE_TOKENIZERS and pre not in GGUF_PRE_TOKENIZER_SPLITS and pre != "gpt-2":
+        tokenizer.backend_tokenizer.pre_tokenizer = splitter(pre)
+    return model.eval(), tokenizer

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.browser
 def test_import_a_local_llama_lora_train_chat_and_export_gguf(studio_page, tmp_path):
     from playwright.sync_api import expect
 
-    build_family_model("llama-gpt2", tmp_path / "tiny-llama")
+    build_family_model("llama-smollm", tmp_path / "tiny-llama")
     ws = Workspace(studio_page.workspace)
     ws.save_corpus("chats", [ROOT / "samples" / "tang_chat_sample.jsonl"], {"kind": "auto"},
                    {"kind": "chat", "documents": 314})

@@ -213,12 +213,12 @@ def test_extension_settings_that_cannot_work_are_refused(tmp_path, settings, mes
 
 def test_gguf_refuses_an_extended_vocabulary_and_all_leaves_it_out(tmp_path, tokenizer):
     from minimind.commands.export import parse_formats
-    from minimind.export.gguf import tokenizer_metadata
+    from minimind.export.gguf_vocab import vocab_metadata
 
     extended = _fresh(tokenizer)
     extend_tokenizer(extended, list(SIMPLIFIED))
     with pytest.raises(ExportError, match="GGUF cannot carry the characters"):
-        tokenizer_metadata(extended, len(extended))
+        vocab_metadata(extended, len(extended))
     plain = save_base_model(tmp_path / "plain", tokenizer)
     grown = save_base_model(tmp_path / "grown", tokenizer)
     extended.save_pretrained(grown, save_jinja_files=False)

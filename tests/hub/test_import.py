@@ -237,16 +237,17 @@ def test_the_import_command(qwen_source, tmp_path):
 
 
 def test_verified_exports_of_an_import(tmp_path):
-    """Every format that applies is written and verified against the import; a GGUF of a Llama import
-    with GPT-2-style splitting is one of them, and one of another family is refused with the reason."""
-    build_family_model("llama-gpt2", tmp_path / "llama-source")
+    """Every format that applies is written and verified against the import (a GGUF among them), and a
+    GGUF that llama.cpp would run otherwise (Mistral's sliding window) is refused with the reason."""
+    build_family_model("llama-smollm", tmp_path / "llama-source")
     import_folder(tmp_path / "llama-source", tmp_path / "llama")
     texts = ["床前明月光，疑是地上霜。", "ROMEO: But, soft! what light through yonder window breaks?"] * 4
     results = export_many(tmp_path / "llama", ["llama", "gguf-q8_0", "int8"], tmp_path / "exports", eval_text=texts)
     assert all(r.verified for r in results), [(r.format, r.error) for r in results]
 
-    build_family_model("qwen3", tmp_path / "qwen-source")
-    import_folder(tmp_path / "qwen-source", tmp_path / "qwen")
-    with pytest.raises(ExportError, match="GGUF export of a qwen3 model .* not supported yet"):
-        export(tmp_path / "qwen", "gguf-f16", tmp_path / "qwen-gguf")
-    assert "gguf-f16" not in applicable_formats(tmp_path / "qwen") and "llama" in applicable_formats(tmp_path / "qwen")
+    build_family_model("mistral", tmp_path / "mistral-source")
+    import_folder(tmp_path / "mistral-source", tmp_path / "mistral")
+    with pytest.raises(ExportError, match=r"sliding attention window \(24 tokens\) shorter than the context"):
+        export(tmp_path / "mistral", "gguf-f16", tmp_path / "mistral-gguf")
+    formats = applicable_formats(tmp_path / "mistral")
+    assert "gguf-f16" not in formats and "llama" in formats
