@@ -64,6 +64,11 @@ LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,
                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 
+# text whose pieces differ between the ways of splitting (punctuation glued to a word, runs of digits,
+# upper-case contractions), repeated so that the vocabulary learns tokens across those boundaries
+SPLIT_TEXTS = ["(the cat) (the dog) \"the end\" .The 2024 12345 678901 DON'T WE'LL (the 2024 12345)"] * 40
+
+
 def byte_level_tokenizer(kind: str, vocab_size: int = 420) -> PreTrainedTokenizerFast:
     """Byte-level BPE as each family ships it: ChatML tokens with Qwen's splitting and NFC ("qwen"),
     with GPT-2's splitting and digits apart ("smollm", SmolLM2) or GPT-2's alone ("gpt2"); or Llama 3's
@@ -86,7 +91,7 @@ def byte_level_tokenizer(kind: str, vocab_size: int = 420) -> PreTrainedTokenize
     core.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=1, special_tokens=special,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    core.train_from_iterator(SAMPLE_TEXTS, trainer=trainer)
+    core.train_from_iterator(SAMPLE_TEXTS + SPLIT_TEXTS, trainer=trainer)
     if chatml:
         return PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>",
                                        chat_template=QWEN_TEMPLATE, clean_up_tokenization_spaces=False)

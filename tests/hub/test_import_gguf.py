@@ -18,13 +18,14 @@ from minimind.checkpoint import load_model, load_tokenizer_for
 from minimind.config import MiniMindConfig
 from minimind.errors import ExportError
 from minimind.export import export
+from minimind.export.formats import tolerance_for
 from minimind.export.gguf import llama3_rope_factors, write_gguf
 from minimind.export.gguf_vocab import PROBES, pre_tokenizer_name, vocab_refusal
 from minimind.export.verify import load_export
 from minimind.hub import import_folder
 
 # held-out text with what splits differently between pre-tokenizers: digits, contractions, case, newlines
-EVAL = ["It's 2024, and I'D paid 12345 coins (roughly 3.50 each).\n\nThe rain in Spain stays mainly 42 times.",
+EVAL = ["(the cat) sat, \"the end\" .The 678901 DON'T WE'LL", "It's 2024, and I'D paid 12345 coins (roughly 3.50 each).\n\nThe rain in Spain stays mainly 42 times.",
         "Shall I compare thee to a summer's day?\nThou art more lovely and more temperate:",
         "床前明月光，疑是地上霜。舉頭望明月，低頭思故鄉。"]
 
@@ -149,3 +150,40 @@ def test_an_ascii_added_token_travels_as_user_defined_but_added_characters_do_no
     tokenizer.add_tokens(["霜"])
     with pytest.raises(ExportError, match="GGUF cannot carry the characters"):
         write_gguf(model, tokenizer, tmp_path / "h", "f16")
+
+
+@pytest.mark.llama_cpp
+@pytest.mark.parametrize("family", sorted(EXPECTED))
+def test_llama_cpp_runs_each_family_as_the_import_does(tmp_path, family):
+    """llama.cpp itself: the same token ids for every probe (leading spaces included), the same greedy
+    tokens up to a near-tie, and close logits on the held-out window."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    from minimind.export.verify import make_reference
+
+    build_family_model(family, tmp_path / "source")
+    import_folder(tmp_path / "source", tmp_path / "model")
+    model, tokenizer = load_model(tmp_path / "model"), load_tokenizer_for(tmp_path / "model")
+    path = write_gguf(model, tokenizer, tmp_path / "gguf", "f16")
+    reference = make_reference(model, tokenizer, EVAL)
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=256, n_threads=2, logits_all=True, verbose=False)
+    try:
+        for text in PROBES + tuple(EVAL):
+            want = tokenizer(text, add_special_tokens=False)["input_ids"]
+            assert llm.tokenize(text.encode("utf-8"), add_bos=False, special=True) == want, text
+        llm.eval(reference.prompt)
+        picks = []
+        for _ in range(len(reference.greedy)):
+            picks.append(int(np.argmax(llm.scores[llm.n_tokens - 1])))
+            llm.eval([picks[-1]])
+        # random weights have near-ties, which float16 may flip: the first divergence must be one
+        first = next((i for i, (a, b) in enumerate(zip(picks, reference.greedy)) if a != b), None)
+        if first is not None:
+            lead = reference.logits[first, reference.greedy[first]] - reference.logits[first, picks[first]]
+            assert first >= 16 and lead < tolerance_for("gguf-f16", None).logit_margin, (first, float(lead))
+        ids = reference.window
+        llm.reset()
+        llm.eval(ids)
+        got = torch.tensor(np.array(llm.scores[:len(ids)]))
+        assert float((got - reference.window_logits).abs().max()) < 0.05
+    finally:
+        llm.close()

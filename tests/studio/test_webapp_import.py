@@ -26,7 +26,7 @@ def ctx(tmp_path):
 @pytest.fixture(scope="module")
 def llama_folder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("byom") / "tiny-llama"
-    build_family_model("llama-gpt2", folder)
+    build_family_model("llama-smollm", folder)
     return folder
 
 
