@@ -70,10 +70,13 @@ def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def train(config: TrainConfig, resume: bool = False, progress=None) -> dict:
+def train(config: TrainConfig, resume: bool = False, progress=None, slice_s: float | None = None) -> dict:
     """Run (or resume) training as configured. Returns the final status dict.
 
     `progress(step, total, info)` is called after every optimizer step on the main process.
+    `slice_s`: train for one GPU slice of that many seconds only (ZeroGPU, see slices.py): stop when
+    another step and a save would run past it, save, and return with state "paused"; resuming goes
+    on exactly where it stopped.
     """
     started = time.perf_counter()  # a time budget counts from here
     device = pick_device(config.device)
@@ -96,7 +99,8 @@ def train(config: TrainConfig, resume: bool = False, progress=None) -> dict:
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         with _StopFlag() as stop, contextlib.ExitStack() as closing:
-            status = _train(cfg, run, info, device, resume, stop, progress, started, closing)
+            status = _train(cfg, run, info, device, resume, stop, progress, started, closing,
+                            started + slice_s if slice_s else None)
         clean = True
         return status
     except BaseException as err:
@@ -129,8 +133,15 @@ def _start_run_folder(run: RunDir, cfg: TrainConfig, resume: bool) -> None:
 
 
 
+def slice_spent(now: float, deadline: float, step_s: float, save_s: float | None, slice_s: float) -> bool:
+    """Would one more step (with room for a slower one) and the save after it run past the slice's end?
+    The save: as long as the last one in this slice took, else a tenth of the slice."""
+    reserve = save_s if save_s is not None else 0.1 * slice_s
+    return now + 1.5 * step_s + reserve > deadline
+
+
 def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, stop: _StopFlag, progress,
-           started: float, closing: contextlib.ExitStack):
+           started: float, closing: contextlib.ExitStack, deadline: float | None = None):
     main = info.is_main
     log = run_dir.log if main else (lambda _msg: None)
     if device == "cpu" and retain_freed_memory():
@@ -217,11 +228,15 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         first_eval_compiles = False
         return record
 
+    save_s = None  # the last save's seconds in this process
+
     def do_save(step: int) -> Path | None:
+        nonlocal save_s
         save_start = time.perf_counter()
         path = _save(step)
+        save_s = dist.mean(time.perf_counter() - save_start, info)  # all ranks agree
         if budget is not None:
-            budget.save_s = dist.mean(time.perf_counter() - save_start, info)  # all ranks agree
+            budget.save_s = save_s
         return path
 
     def _save(step: int) -> Path | None:
@@ -339,6 +354,9 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         # every rank joins this all-reduce each step: a rank whose own flag is already set must not skip
         # it (the signal reaches ranks at different moments), or the others wait for it forever
         stop_now = dist.mean(float(stop.requested), info) > 0 if info.enabled else stop.requested
+        sliced = deadline is not None and not last and not stop_now and slice_spent(
+            time.perf_counter(), deadline, now - step_start, save_s, deadline - started)
+        stop_now = stop_now or sliced
         if save_due or last or stop_now:
             do_save(step)
             last_save_at = step
@@ -348,8 +366,13 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
                                  eta_s=eta, elapsed_s=elapsed, tokens=state["tokens_seen"],
                                  epoch=stream.epoch_at(step), **{k: v for k, v in last_eval.items() if k != "step"})
         if stop_now and not last:
-            stopped = True
+            stopped = not sliced
             break
+    if step < max_steps and not stopped:  # the slice is spent: the next one resumes from this save
+        if main:
+            log(f"GPU slice spent at step {step} of {max_steps}; the next slice resumes here")
+            return run_dir.write_status(state="paused", step=step, total=max_steps, eta_s=None)
+        return {}
 
     final_figures = _final_report(objective, model, corpus, cfg, tokenizer, run_dir, step, main, log)
     final = latest_checkpoint(run_dir.checkpoints) if main else None

@@ -8,15 +8,17 @@ from dataclasses import dataclass
 
 import torch
 
-from ..hardware import cpu_has_bf16
+from ..hardware import cpu_has_bf16, on_zero_gpu
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
 def pick_device(preference: str = "auto") -> str:
+    """The device "auto" means: CUDA where there is a GPU (on ZeroGPU: the one each GPU call gets,
+    decided without touching CUDA), then Apple's MPS, then the CPU."""
     if preference != "auto":
         return preference
-    if torch.cuda.is_available():
+    if on_zero_gpu() or torch.cuda.is_available():
         return "cuda"
     if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
         return "mps"
@@ -24,8 +26,13 @@ def pick_device(preference: str = "auto") -> str:
 
 
 def bf16_supported(device: str) -> bool:
+    """Native bf16 matmuls: Ampere and later GPUs (a T4 would emulate them: fp16 is its default), a
+    ZeroGPU slice (asked without touching CUDA, which the app process must not), CPUs with bf16
+    instructions."""
     if device.startswith("cuda"):
-        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+        if on_zero_gpu():
+            return True
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
     if device == "cpu":
         return cpu_has_bf16()
     return False

@@ -6,6 +6,8 @@ decisions, taken from what PyTorch reports."""
 import pytest
 import torch
 
+from minimind import hardware
+from minimind.hardware import Gpu
 from minimind.training import precision as training_precision
 from minimind.training.config import ADAPTER_MODES
 from webapp.tabs import train, train_form
@@ -15,9 +17,9 @@ from webapp.tabs import train, train_form
 def gpu(monkeypatch):
     """A CUDA device as PyTorch would report it: name, bf16 support and count are the test's to set."""
     found = {"name": "NVIDIA L4", "bf16": True, "count": 1}
-    for tab in (train, train_form):  # the Device line, and the form's defaults and process count
-        monkeypatch.setattr(tab, "pick_device", lambda *_: "cuda")
-        monkeypatch.setattr(tab, "bf16_supported", lambda *_: found["bf16"])
+    monkeypatch.setattr(train_form, "pick_device", lambda *_: "cuda")  # the form's defaults and process count
+    monkeypatch.setattr(train_form, "bf16_supported", lambda *_: found["bf16"])
+    monkeypatch.setattr(hardware, "_cuda_gpu", lambda: Gpu(found["name"], (8, 9) if found["bf16"] else (7, 5), 22.5))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_: found["name"])
     monkeypatch.setattr(torch.cuda, "device_count", lambda: found["count"])
     return found
@@ -27,7 +29,8 @@ def gpu(monkeypatch):
                                                     ("Tesla T4", False, "fp16")])
 def test_the_device_line_names_the_gpu_and_the_precision_the_trainer_will_use(gpu, name, bf16, precision):
     gpu.update(name=name, bf16=bf16)
-    assert train.device_line().endswith(f"{name}, {precision}")
+    said = {"fp16": "fp16 with loss scaling"}.get(precision, precision)
+    assert train.device_line().endswith(f"{name}, 22 GB, {said}")
     assert training_precision.describe("cuda", precision) == f"{name}, {precision}"
 
 

@@ -20,10 +20,10 @@ import tempfile
 
 import gradio as gr
 
+from minimind.hardware import detect
 from minimind.training import TrainConfig
 from minimind.training.config import (ADAPTER_MODES, CLASSIFY_MODES, EXTENDABLE, PRECISIONS, DistillSection,
                                       DpoSection)
-from minimind.training.precision import bf16_supported, describe, pick_device
 from minimind.training.reporting import REPORT_TO
 
 from .. import work
@@ -43,9 +43,7 @@ TRACKERS = {"tensorboard": "TensorBoard", "trackio": "trackio"}  # config `repor
 
 
 def device_line() -> str:
-    device = pick_device()
-    precision = "bf16" if bf16_supported(device) else ("fp16" if device == "cuda" else "fp32")
-    return tr("device_line", device=describe(device, precision))
+    return tr("device_line", device=detect().describe())
 
 
 def do_estimate(ctx: AppContext, form: TrainForm) -> str:

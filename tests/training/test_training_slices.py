@@ -1,0 +1,136 @@
+"""Training in GPU slices (ZeroGPU): each slice is one call through a stand-in that runs it the way
+ZeroGPU does (a forked worker, pickled arguments, killed when it overruns); a sliced run is the same
+run as an uninterrupted one, an overrun slice costs only the steps since the last save, and a slice
+too short for one step says so."""
+
+import time
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+from training_helpers import assert_same_losses, losses, make_config, save_base_model, write_chat_corpus, \
+    write_text_corpus
+from zerogpu_standin import StandInGpu
+
+from minimind.errors import TrainingError
+from minimind.training import RunDir, train
+from minimind.training import loop as training_loop
+from minimind.training.checkpoint import latest_checkpoint
+from minimind.training.slices import spaces_gpu, train_in_slices
+
+
+STEPS = 300
+
+
+def timed_train(cfg) -> float:
+    """Seconds an uninterrupted run takes here: the slices are sized from it (a slower machine, slower slices)."""
+    started = time.perf_counter()
+    train(cfg)
+    return time.perf_counter() - started
+
+
+def in_slices(cfg, slice_s: float, gpu, **kwargs) -> dict:
+    run = RunDir(Path(cfg.run_dir)).create()
+    cfg.save(run.config_file)
+    return train_in_slices(run.path, slice_s, gpu=gpu, **kwargs)
+
+
+def same_weights(run_a: Path, run_b: Path) -> None:
+    a, b = latest_checkpoint(run_a / "checkpoints"), latest_checkpoint(run_b / "checkpoints")
+    assert a.name == b.name
+    files = sorted(p.name for p in a.glob("*.safetensors"))
+    assert files and files == sorted(p.name for p in b.glob("*.safetensors"))
+    for name in files:
+        left, right = load_file(a / name), load_file(b / name)
+        assert left.keys() == right.keys()
+        for key in left:
+            assert (left[key] == right[key]).all(), key
+
+
+@pytest.fixture
+def lora_build(tmp_path, tokenizer):
+    base = save_base_model(tmp_path / "base", tokenizer)
+    chat = write_chat_corpus(tmp_path)
+    return lambda where: make_config(where, [chat], mode="lora", model__init_from=str(base), data__seq_len=96,
+                                     max_steps=STEPS, lora__rank=4, save_every=1000,
+                                     compile="off")
+
+
+def test_a_lora_run_in_slices_is_the_uninterrupted_run(tmp_path, lora_build):
+    slice_s = max(2.0, timed_train(lora_build(tmp_path / "a")) / 2.5)
+    gpu = StandInGpu()
+    status = in_slices(lora_build(tmp_path / "b"), slice_s, gpu)
+    assert status["state"] == "finished" and status["step"] == STEPS
+    assert len(gpu.calls) >= 2 and all(c["outcome"] == "ok" and c["seconds"] < slice_s for c in gpu.calls)
+    assert_same_losses(tmp_path / "a" / "run", tmp_path / "b" / "run", range(1, STEPS + 1))
+    same_weights(tmp_path / "a" / "run", tmp_path / "b" / "run")
+    log = (tmp_path / "b" / "run" / "train.log").read_text()
+    assert "GPU slice spent at step" in log and "resumed from step-" in log
+
+
+def test_a_pretraining_run_in_slices_is_the_uninterrupted_run(tmp_path, tokenizer_dir):
+    corpus = write_text_corpus(tmp_path)
+    build = lambda where: make_config(where, [corpus], model__tokenizer=str(tokenizer_dir), max_steps=STEPS,
+                                      optim__warmup_steps=3, compile="off")
+    slice_s = max(2.0, timed_train(build(tmp_path / "a")) / 2.5)
+    gpu = StandInGpu()
+    status = in_slices(build(tmp_path / "b"), slice_s, gpu)
+    assert status["state"] == "finished" and len(gpu.calls) >= 2
+    assert_same_losses(tmp_path / "a" / "run", tmp_path / "b" / "run", range(1, STEPS + 1))
+    same_weights(tmp_path / "a" / "run", tmp_path / "b" / "run")
+
+
+def test_an_overrunning_slice_is_aborted_and_the_next_resumes_from_the_last_save(tmp_path, lora_build, monkeypatch):
+    """The first slice never stops by itself (as if its step times lied): the platform kills it at its
+    duration; its steps after the last save are lost, the next slices redo them, and the run is the same."""
+    marker = tmp_path / "first-slice-seen"
+    real = training_loop.slice_spent
+
+    def first_slice_overruns(*args):
+        if not marker.exists():
+            return False
+        return real(*args)
+
+    monkeypatch.setattr(training_loop, "slice_spent", first_slice_overruns)
+    slice_s = max(2.0, timed_train(lora_build(tmp_path / "a")) / 2.5)
+    gpu = StandInGpu()
+    slices = []
+
+    def on_slice(index, status):
+        if status is not None:
+            slices.append(status["state"])
+            marker.touch()
+
+    cfg = lora_build(tmp_path / "b")
+    cfg.save_every = 20  # something to resume from
+    status = in_slices(cfg, slice_s, gpu, on_slice=on_slice)
+    assert slices[0] == "aborted" and gpu.calls[0]["outcome"] == "aborted" and status["state"] == "finished", (
+        slices, gpu.calls, slice_s)
+    assert_same_losses(tmp_path / "a" / "run", tmp_path / "b" / "run", range(1, STEPS + 1))
+    assert "GPU slice 1 was aborted (Error: GPU task aborted)" in (tmp_path / "b" / "run" / "train.log").read_text()
+    assert sorted(losses(tmp_path / "b" / "run")) == list(range(1, STEPS + 1))  # the lost steps' lines are gone
+
+
+def test_slices_too_short_for_a_step_and_a_save_stop_the_run_with_the_reason(tmp_path, lora_build):
+    with pytest.raises(TrainingError, match="saved nothing: one step and a save of this run do not fit"):
+        in_slices(lora_build(tmp_path), 0.3, StandInGpu())
+    assert RunDir(tmp_path / "run").read_status()["state"] == "failed"
+
+
+def test_a_trainer_error_inside_a_slice_ends_the_run_with_its_own_message(tmp_path, tokenizer):
+    base = save_base_model(tmp_path / "base", tokenizer)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    cfg = make_config(tmp_path, [empty], mode="lora", model__init_from=str(base))
+    with pytest.raises(TrainingError) as caught:
+        in_slices(cfg, 5.0, StandInGpu())
+    assert "Error" != str(caught.value) and str(caught.value) == RunDir(tmp_path / "run").read_status()["error"]
+
+
+def test_off_zero_gpu_the_spaces_decorator_runs_each_slice_in_this_process(tmp_path, lora_build, monkeypatch):
+    monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
+    pytest.importorskip("spaces")
+    slice_s = max(2.0, timed_train(lora_build(tmp_path / "a")) / 2.5)
+    status = in_slices(lora_build(tmp_path / "b"), slice_s, spaces_gpu)
+    assert status["state"] == "finished"
+    assert_same_losses(tmp_path / "a" / "run", tmp_path / "b" / "run", range(1, STEPS + 1))
