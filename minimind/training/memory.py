@@ -7,11 +7,12 @@ two AdamW moments in float32 for every trainable weight, a frozen copy of the st
 DPO and GRPO with a KL term (adapter runs switch the adapter off instead), a distillation teacher,
 and the activations backward keeps: per token and layer about 12 widths and 5 MLP widths at the
 autocast precision (2 widths with gradient checkpointing, plus one layer recomputed), and the
-float32 logits of the whole vocabulary three times (logits, their softmax, its gradient). On top:
+float32 logits of the whole vocabulary three times (logits, their softmax, its gradient); with LoRA
+dropout, each adapted layer's dropped float32 input and its mask. On top:
 the checkpoint's own bytes while it loads (its file pages are resident, and QLoRA reads the
 full-precision weights before it quantizes them) and what the process holds anyway (libraries, data).
 It is a check that refuses what clearly cannot fit, not a promise to the megabyte: its coefficients
-come from the model's structure and are not yet fitted to measured peaks.
+come from the model's structure; benchmarks/byom.py shows the plan beside measured peaks.
 A new model is not counted: the studio sizes those itself, and they are small.
 """
 
@@ -32,6 +33,7 @@ LAYER_WIDTHS, LAYER_MLP_WIDTHS = 12, 5       # activations kept per token and la
 CHECKPOINTED_WIDTHS = 2                      # with gradient checkpointing: a layer's input and its norm
 LOGIT_COPIES = 3                             # float32 logits, their softmax, its gradient
 NF4_BYTES = 0.5 + 4 / 64 + 1 / 256           # 4-bit weights + a float32 absmax per 64 (double-quantized: less)
+DROPOUT_BYTES = 4 + 1                        # LoRA dropout: the float32 input it drops, and the kept mask
 PROCESS_BYTES = 600 * 1024 ** 2               # torch, transformers, peft, datasets and the prepared data
 
 
@@ -129,6 +131,9 @@ def plan(cfg, device: str) -> MemoryPlan | None:
     per_layer = (CHECKPOINTED_WIDTHS * d if cfg.grad_checkpointing else LAYER_WIDTHS * d + LAYER_MLP_WIDTHS * mlp)
     recomputed = (LAYER_WIDTHS * d + LAYER_MLP_WIDTHS * mlp) if cfg.grad_checkpointing else 0
     activations = tokens * width * (per_layer * layers + recomputed) + tokens * shape["vocab"] * 4 * LOGIT_COPIES
+    if adapter and cfg.lora.dropout > 0:  # each adapted layer keeps its own dropped input and the mask
+        dropped = sum(i for name, (i, _) in shape["linear"].items() if name in targets)
+        activations += tokens * dropped * DROPOUT_BYTES * (1 if cfg.grad_checkpointing else layers)
     frozen = 0
     if not adapter and (cfg.mode == "dpo" or (cfg.mode == "grpo" and cfg.grpo.beta > 0)):
         frozen = params * 4

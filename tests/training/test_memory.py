@@ -58,3 +58,14 @@ def test_the_machines_free_memory_is_read():
     free = memory.available_bytes("cpu")
     assert free is None or 0 < free < 1 << 50
     assert torch.cuda.is_available() or memory.available_bytes("cuda") is None
+
+
+def test_lora_dropout_counts_each_adapted_layers_dropped_input_and_mask(qwen3, tmp_path):
+    """Each adapted linear layer drops its own copy of its input (float32) and keeps the mask (a byte)."""
+    settings = dict(mode="lora", model__init_from=str(qwen3), batch_size=2, data__seq_len=64,
+                    lora__target_modules=["q_proj", "down_proj"])
+    plain = memory.plan(make_config(tmp_path, ["x"], **settings), "cpu")
+    dropped = memory.plan(make_config(tmp_path, ["x"], lora__dropout=0.05, **settings), "cpu")
+    shape = memory.shape_of(memory.model_config(qwen3))
+    widths = shape["linear"]["q_proj"][0] + shape["linear"]["down_proj"][0]   # hidden + MLP width
+    assert dropped.activations - plain.activations == 2 * 64 * widths * 5 * shape["layers"]
