@@ -103,20 +103,21 @@ def sync_registry(ctx: AppContext, registry: ModelRegistry) -> None:
 def build_app(workspace: str | Path, upload_limit_mb: float | None = None,
               auth: tuple[str, str] | None = None, background_jobs: bool = True,
               shipped_dir: str | Path | None = None, access: Access | None = None,
-              limits: WorkLimits | None = None) -> FastAPI:
+              limits: WorkLimits | None = None, gpu_slices=None) -> FastAPI:
     """The whole server as one FastAPI app (uvicorn runs it; tests run it in a thread).
 
     `shipped_dir` (default: the repository's checkpoints/) holds the ready-to-chat models.
     `access` (default: read from the environment, see gate.py) says who may use it; `auth`
     sets the page's login on top of it. `limits` (default: from the environment, see bounded.py)
-    bound the work one request may start.
+    bound the work one request may start. `gpu_slices` (default: spaces.GPU on ZeroGPU, else none)
+    is the decorator that gives one call the GPU; with it, runs train in GPU slices (jobs.py).
     """
     access = access or Access.from_env()
     if auth is not None:
         access = dataclasses.replace(access, login=auth)
     limit = upload_limit_mb or float(os.environ.get("MINIMIND_UPLOAD_LIMIT_MB", "200"))
     ws = Workspace(Path(workspace), limit)
-    jobs = JobManager(ws)
+    jobs = JobManager(ws, gpu_slices=gpu_slices)
     ctx = AppContext(ws, jobs, public_warning=access.warning(), bounded=BoundedWork(limits or WorkLimits.from_env()),
                      local_folders=not access.public_space)
     if shipped_dir is not None:

@@ -67,6 +67,9 @@ EN = {
     "docs_per_bar": "documents",
     # composed at run time (tr): keep every {placeholder} in both languages
     "device_line": "**Device:** {device}",
+    "storage_note": ("**This Space has no persistent storage:** runs, imported models and exports vanish when it "
+                     "restarts. Download what you want to keep (Export tab), or mount a storage bucket at /data in "
+                     "the Space's settings and restart it."),
     "new_model_auto": "new model: auto (sized to the number of steps)", "new_model": "new model: {name}",
     "hub_model": "a Hugging Face model: id or folder…",
     "hub_source": "Hugging Face model id or folder",
@@ -104,6 +107,7 @@ EN = {
     "queued": "Queued **{run_id}**.",
     "p_line": "{state}: step {step}/{total} ({pct}%) · ETA {eta}",
     "f_state": "**State:** {v}", "f_device": "**Device:** {v}", "f_tokens_s": "**Tokens/s:** {v}",
+    "f_slice": "**GPU slice:** {k} (up to {s} s each)", "state_paused": "between GPU slices",
     "f_lr": "**LR:** {v}", "f_loss": "**Loss:** {v}", "f_val_loss": "**Val loss:** {v}", "f_bpc": " · **BPC:** {v}",
     "f_error": "❌ **Error:** {v}", "f_model": "**Model:** {v}",
     "f_val_accuracy": "**Preference accuracy:** {v}", "f_val_reward_margin": "**Reward margin:** {v}",
@@ -250,6 +254,8 @@ ZH = {
     "split_paragraph": "按段落", "split_line": "按行", "chars_per_doc": "每篇文档的字符数",
     "docs_per_bar": "文档数",
     "device_line": "**设备：** {device}",
+    "storage_note": ("**此 Space 没有持久存储：** 重启后，训练记录、导入的模型和导出文件都会消失。"
+                     "请下载需要保留的文件（导出页），或在 Space 设置中把存储桶挂载到 /data 后重启。"),
     "new_model_auto": "新模型：自动（按步数确定规模）", "new_model": "新模型：{name}",
     "hub_model": "Hugging Face 模型：ID 或文件夹…",
     "hub_source": "Hugging Face 模型 ID 或文件夹",
@@ -284,6 +290,7 @@ ZH = {
     "queued": "已排队 **{run_id}**。",
     "p_line": "{state}：第 {step}/{total} 步（{pct}%）· 剩余 {eta}",
     "f_state": "**状态：** {v}", "f_device": "**设备：** {v}", "f_tokens_s": "**词元/秒：** {v}",
+    "f_slice": "**GPU 时间片：** 第 {k} 片（每片最多 {s} 秒）", "state_paused": "GPU 时间片之间",
     "f_lr": "**学习率：** {v}", "f_loss": "**损失：** {v}", "f_val_loss": "**验证损失：** {v}",
     "f_bpc": " · **每字符比特（BPC）：** {v}",
     "f_error": "❌ **错误：** {v}", "f_model": "**模型：** {v}",

@@ -1,5 +1,8 @@
 """Training jobs as child processes (`python -m minimind train`, or `torchrun ... -m minimind train`
-for a run of several processes), watched through run folders.
+for a run of several processes), watched through run folders. On a ZeroGPU Space, where a child
+process never gets the GPU, a job is instead a thread of the app that trains in GPU slices
+(minimind.training.slices: one `@spaces.GPU` call per slice), and Stop takes effect when the
+current slice ends.
 
 The queue is the run folders themselves: a run whose status.json says
 "queued" waits; one job runs per device at a time. Because all state is on
@@ -23,17 +26,28 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from minimind.errors import MiniMindError
+from minimind.hardware import on_zero_gpu
 from minimind.training import RunDir, TrainConfig
 from minimind.training.checkpoint import latest_checkpoint
 from minimind.training.events import RunEvent
+from minimind.training.slices import DEFAULT_SLICE_S, spaces_gpu, train_in_slices
 
 from .workspace import Workspace, WorkspaceError
 
-ACTIVE = ("running", "stopping")
+ACTIVE = ("running", "stopping", "paused")  # paused: between two GPU slices
 ROOT = Path(__file__).resolve().parents[1]
 # How long torchrun's agent lets its ranks finish a step and save after Stop before it kills them
 # (its default, 30 s, can cut a large model's checkpoint short).
 STOP_GRACE_S = 900
+STOP_FILE = "stop-requested"  # a sliced run's Stop: no further slice starts once this file is in its folder
+
+
+def slice_seconds() -> float:
+    """The duration each GPU slice asks ZeroGPU for (MINIMIND_SLICE_SECONDS; ZeroGPU's own default, 60)."""
+    try:
+        return max(1.0, float(os.environ.get("MINIMIND_SLICE_SECONDS", DEFAULT_SLICE_S)))
+    except ValueError:
+        return float(DEFAULT_SLICE_S)
 
 
 def _pid_alive(pid: int | None) -> bool:
@@ -68,9 +82,13 @@ def _rounded(value, digits: int = 4):
 
 
 class JobManager:
-    def __init__(self, workspace: Workspace, poll_seconds: float = 2.0):
+    def __init__(self, workspace: Workspace, poll_seconds: float = 2.0, gpu_slices=None):
+        """`gpu_slices`: the decorator giving one call the GPU, to train in slices (ZeroGPU: spaces.GPU,
+        the default there); None elsewhere, where each run is a child process."""
         self.workspace = workspace
         self.poll_seconds = poll_seconds
+        self.gpu_slices = gpu_slices if gpu_slices is not None else (spaces_gpu if on_zero_gpu() else None)
+        self._sliced: dict[str, threading.Thread] = {}  # run id -> the thread driving its slices
         self._children: dict[str, subprocess.Popen] = {}
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -134,6 +152,10 @@ class JobManager:
         if state == "queued":
             run.write_status(state="stopped", error=None)
             return f"{run_id} removed from the queue"
+        if state in ("running", "paused") and run.path.name in self._sliced:
+            (run.path / STOP_FILE).touch()
+            run.write_status(state="stopping")
+            return f"{run_id} stops when its current GPU slice ends"
         if state == "running":
             pid = run.read_status().get("pid")
             if self._alive(pid):
@@ -176,8 +198,14 @@ class JobManager:
         for run_id, proc in list(self._children.items()):
             if proc.poll() is not None:
                 del self._children[run_id]
+        for run_id, thread in list(self._sliced.items()):
+            if not thread.is_alive():
+                del self._sliced[run_id]
         for run in self.runs():
             status = run.read_status()
+            sliced = self._sliced.get(run.path.name)
+            if sliced is not None and sliced.is_alive():
+                continue  # trained in GPU slices by a thread of this process (the pid is its latest worker's)
             if status.get("state") in ACTIVE and not self._alive(status.get("pid")):
                 ckpt = latest_checkpoint(run.checkpoints)
                 if status.get("state") == "stopping":  # stopped before it could save (e.g. while starting)
@@ -199,8 +227,28 @@ class JobManager:
                 return None
             return self._launch(RunDir(self.workspace.runs / queued[0]))
 
+    def _launch_slices(self, run: RunDir, resume: bool) -> str:
+        """Train `run` in GPU slices on a thread of this process (ZeroGPU)."""
+        (run.path / STOP_FILE).unlink(missing_ok=True)
+
+        def drive():
+            try:
+                train_in_slices(run.path, slice_seconds(), gpu=self.gpu_slices, resume=resume,
+                                stop_requested=(run.path / STOP_FILE).exists)
+            except Exception as err:  # the run folder says why (the trainer or the driver wrote it)
+                if run.read_status().get("state") in ACTIVE:
+                    run.write_status(state="failed", error=getattr(err, "message", None) or str(err))
+
+        thread = threading.Thread(target=drive, name=f"minimind-slices-{run.path.name}", daemon=True)
+        self._sliced[run.path.name] = thread
+        run.write_status(state="running", started=time.time(), slice=0, slice_s=slice_seconds())
+        thread.start()
+        return run.path.name
+
     def _launch(self, run: RunDir) -> str:
         resume = bool(run.read_status().get("resume"))
+        if self.gpu_slices is not None:
+            return self._launch_slices(run, resume)
         processes = _processes(run)
         cmd = ["-m", "minimind", "train", "--run-dir", str(run.path), "--no-progress"]
         cmd += ["--resume"] if resume else ["--config", str(run.config_file)]

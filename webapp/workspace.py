@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from minimind.errors import MiniMindError
+from minimind.hardware import on_space
 
 ALLOWED_TYPES = (".txt", ".md", ".jsonl", ".json", ".csv", ".tsv", ".parquet")
 DEFAULT_UPLOAD_LIMIT_MB = 200
@@ -54,6 +55,20 @@ def use_private_gradio_temp(workspace: str | Path) -> Path:
     return Path(os.environ["GRADIO_TEMP_DIR"])
 
 
+PERSISTENT_MOUNT = Path("/data")  # where a Space's persistent storage (a storage bucket) is mounted by convention
+
+
+def default_home(env=None, mount: Path = PERSISTENT_MOUNT) -> Path:
+    """MINIMIND_HOME; else, on a Space with writable persistent storage at `mount`, a folder there (runs
+    and exports then survive a restart); else ./workspace."""
+    env = os.environ if env is None else env
+    if env.get("MINIMIND_HOME"):
+        return Path(env["MINIMIND_HOME"])
+    if on_space(env) and mount.is_dir() and os.access(mount, os.W_OK):
+        return mount / "minimind"
+    return Path("workspace")
+
+
 @dataclass
 class Workspace:
     root: Path
@@ -67,7 +82,13 @@ class Workspace:
     @classmethod
     def from_env(cls) -> "Workspace":
         limit = float(os.environ.get("MINIMIND_UPLOAD_LIMIT_MB", DEFAULT_UPLOAD_LIMIT_MB))
-        return cls(Path(os.environ.get("MINIMIND_HOME", "workspace")), limit)
+        return cls(default_home(), limit)
+
+    @property
+    def persistent(self) -> bool:
+        """Does this workspace outlive a restart? Everywhere but on a Space it is the disk's; on a Space
+        only under the persistent storage mounted at PERSISTENT_MOUNT."""
+        return not on_space() or self.root == PERSISTENT_MOUNT.resolve() or PERSISTENT_MOUNT.resolve() in self.root.parents
 
     # ---- paths ----------------------------------------------------------------
 

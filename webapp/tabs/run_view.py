@@ -85,6 +85,8 @@ def watch(ctx: AppContext, run_id):
                 eta=duration(s.get("eta_s"))) + "</div>")
     facts = [tr("f_state", v=state_word(s.get("state"))), tr("f_device", v=s.get("device", "?")),
              tr("f_architecture", v=compare.architecture_label(compare.run_architecture(run)))]
+    if s.get("slice"):  # a run in ZeroGPU's GPU slices
+        facts.append(tr("f_slice", k=s["slice"], s=f"{s.get('slice_s') or 0:.0f}"))
     if s.get("tokens_per_s"):
         facts.append(tr("f_tokens_s", v=f"{s['tokens_per_s']:,.0f}"))
     if s.get("lr") is not None:
@@ -148,7 +150,7 @@ def run_message(ctx: AppContext, run_id) -> str:
         if s.get("resume"):
             return tr("m_queued_resume", run_id=run_id, step=step, ahead=ahead_text)
         return tr("m_queued", run_id=run_id, ahead=ahead_text)
-    if state == "running":
+    if state in ("running", "paused"):
         return tr("m_running_resumed" if s.get("resume") else "m_running", run_id=run_id)
     if state == "stopping":
         return tr("m_stopping", run_id=run_id)

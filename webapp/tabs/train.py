@@ -38,6 +38,7 @@ from .train_form import (HUB_CHOICE, MAX_MINUTES, MODES, TrainForm, base_choices
                          defaults_for, max_processes, teacher_choices)
 
 FORM_FIELDS = [f.name for f in dataclasses.fields(TrainForm)]  # the estimate / start_training parameters, in order
+ESTIMATE_GPU_S = 60  # the GPU call an estimate asks ZeroGPU for
 PARALLEL = {"ddp": "DDP", "fsdp": "FSDP2"}  # config `distributed` -> what the page calls it
 TRACKERS = {"tensorboard": "TensorBoard", "trackio": "trackio"}  # config `report_to` -> the page's names
 
@@ -50,8 +51,12 @@ def do_estimate(ctx: AppContext, form: TrainForm) -> str:
     config = form.to_config(ctx)
     ctx.workspace.cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="estimate-", dir=ctx.workspace.cache) as scratch:
-        # a fresh folder (nothing of an earlier estimate is reused), in a child within the page's limits
-        e, spelled = ctx.bounded.run(work.estimate_run, config, scratch, what="the estimate")
+        # a fresh folder (nothing of an earlier estimate is reused), in a child within the page's limits;
+        # on ZeroGPU in a GPU call instead (a child process would never see the GPU it estimates for)
+        if ctx.jobs.gpu_slices is not None:
+            e, spelled = ctx.jobs.gpu_slices(ESTIMATE_GPU_S)(work.estimate_run)(config, scratch)
+        else:
+            e, spelled = ctx.bounded.run(work.estimate_run, config, scratch, what="the estimate")
     size = f"`{e.preset}`; " if e.preset else ""
     text = tr("e_estimate", params=f"{e.params:,}", size=size, trainable=f"{e.trainable:,}", device=e.device,
               tokens=f"{e.tokens_per_epoch:,}", rows=f"{e.train_rows:,}", steps=f"{e.steps:,}",
@@ -110,6 +115,8 @@ def resume(ctx: AppContext, run_id) -> str:
 
 def build(ctx: AppContext) -> None:
     gr.Markdown(device_line)
+    if not ctx.workspace.persistent:  # a Space without persistent storage: say so before anything is made
+        gr.Markdown(lambda: tr("storage_note"), elem_id="storage-note")
     lr0, steps0, batch0 = defaults_for("lora")
     teachers = teacher_choices(ctx)
     with gr.Row():
