@@ -134,3 +134,15 @@ def test_off_zero_gpu_the_spaces_decorator_runs_each_slice_in_this_process(tmp_p
     status = in_slices(lora_build(tmp_path / "b"), slice_s, spaces_gpu)
     assert status["state"] == "finished"
     assert_same_losses(tmp_path / "a" / "run", tmp_path / "b" / "run", range(1, STEPS + 1))
+
+
+def test_a_minutes_budget_is_kept_across_slices(tmp_path, lora_build):
+    """The page's usual run: a time budget, no step count. The first slice plans the steps from its speed
+    probe; later slices resume that plan and the training time already spent, and the run ends on time."""
+    cfg = lora_build(tmp_path)
+    cfg.max_steps, cfg.time_budget_s = 0, 8.0
+    gpu = StandInGpu()
+    status = in_slices(cfg, 4.0, gpu)
+    assert status["state"] == "finished" and len(gpu.calls) >= 2, status
+    assert 4.0 <= status["elapsed_s"] <= 8.0 * 1.25
+    assert sorted(losses(tmp_path / "run")) == list(range(1, status["step"] + 1))
