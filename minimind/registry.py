@@ -21,6 +21,7 @@ from pathlib import Path
 from .checkpoint import adapter_base, check_model_folder, is_adapter, load_model, load_tokenizer_for
 from .errors import CheckpointError
 from .inference.engine import Engine, engine_for
+from .inference.gpu_call import GpuCallEngine
 from .sampling_params import SamplingParams
 
 DEFAULT_BUDGET_MB = 2048
@@ -61,19 +62,25 @@ def budget_from_env() -> int:
     return int(max(mb, 1) * 2**20)
 
 
-def _load_folder(path: str | Path, adapter: str | Path | None, max_batch: int) -> LoadedModel:
+def _load_folder(path: str | Path, adapter: str | Path | None, max_batch: int, gpu_calls=None) -> LoadedModel:
     model = load_model(path, adapter=adapter, merge=True)  # adapters folded in: the engine runs a plain model
     folder = Path(adapter or path)
-    return LoadedModel(model, load_tokenizer_for(path), engine_for(model, max_batch), folder,
+    engine = engine_for(model, max_batch)
+    if gpu_calls is not None:  # ZeroGPU: each request decodes in a GPU call (inference/gpu_call.py)
+        engine = GpuCallEngine(model, engine, gpu_calls)
+    return LoadedModel(model, load_tokenizer_for(path), engine, folder,
                        SamplingParams.from_model(folder))  # read once, not per request
 
 
 class ModelRegistry:
     """Name -> model, and folder -> model, over one least-recently-used set of loaded copies."""
 
-    def __init__(self, memory_budget: int | None = None, max_batch: int = 16):
+    def __init__(self, memory_budget: int | None = None, max_batch: int = 16, gpu_calls=None):
+        """`gpu_calls`: the decorator that gives one call the GPU (spaces.GPU on ZeroGPU); with it every
+        request decodes in a GPU call, as the app process there may not touch the GPU."""
         self.memory_budget = memory_budget if memory_budget is not None else budget_from_env()
         self.max_batch = max_batch
+        self.gpu_calls = gpu_calls
         self._names: dict[str, _Name] = {}
         self._loaded: OrderedDict[tuple, LoadedModel] = OrderedDict()
         self._loading: dict[tuple, threading.Lock] = {}
@@ -133,7 +140,7 @@ class ModelRegistry:
             with self._lock:
                 loaded = self._loaded.get(key)
             if loaded is None:
-                loaded = _load_folder(path, adapter, self.max_batch)
+                loaded = _load_folder(path, adapter, self.max_batch, self.gpu_calls)
                 with self._lock:
                     self._loaded[key] = loaded
                     self._evict(keep=key)

@@ -110,7 +110,8 @@ def build_app(workspace: str | Path, upload_limit_mb: float | None = None,
     `access` (default: read from the environment, see gate.py) says who may use it; `auth`
     sets the page's login on top of it. `limits` (default: from the environment, see bounded.py)
     bound the work one request may start. `gpu_slices` (default: spaces.GPU on ZeroGPU, else none)
-    is the decorator that gives one call the GPU; with it, runs train in GPU slices (jobs.py).
+    is the decorator that gives one call the GPU; with it, runs train in GPU slices (jobs.py) and the
+    chat and /v1 decode each answer in a GPU call (minimind/inference/gpu_call.py).
     """
     access = access or Access.from_env()
     if auth is not None:
@@ -119,7 +120,7 @@ def build_app(workspace: str | Path, upload_limit_mb: float | None = None,
     ws = Workspace(Path(workspace), limit)
     jobs = JobManager(ws, gpu_slices=gpu_slices)
     ctx = AppContext(ws, jobs, public_warning=access.warning(), bounded=BoundedWork(limits or WorkLimits.from_env()),
-                     local_folders=not access.public_space)
+                     local_folders=not access.public_space, models=ModelRegistry(gpu_calls=jobs.gpu_slices))
     if shipped_dir is not None:
         ctx.shipped_dir = Path(shipped_dir)
     if ctx.public_warning:

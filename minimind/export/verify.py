@@ -34,6 +34,7 @@ from ..data.tokens import classify_ids
 from ..errors import ExportError
 from ..evaluate import EvalResult, evaluate_documents
 from .formats import Tolerance
+from .gguf_vocab import PRE_TOKENIZERS, splitter
 from .onnx_runner import load_onnx
 from .runner import forced_logits, greedy, model_logits, uncached
 
@@ -276,8 +277,6 @@ def _load_gguf(path: Path):
     import gguf
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     from transformers.integrations.gguf.gguf_tokenizer_mapping import GGUF_PRE_TOKENIZER_SPLITS
-
-    from .gguf_vocab import PRE_TOKENIZERS, splitter
 
     reader = gguf.GGUFReader(path)
     field = lambda key: None if reader.get_field(key) is None else reader.get_field(key).contents()  # noqa: E731

@@ -56,6 +56,14 @@ class Utf8Guard:
         # The common case (nothing pending, budget >= 4) is looked up with no dict work.
         self._start_mask = self._mask(COMPLETE, MAX_NEED)
 
+    def __getstate__(self) -> dict:
+        """Pickled (a sampler sent to a GPU call) without its caches, whose sentinel would not survive."""
+        return {"token_bytes": self._bytes, "special": self._special, "vocab_size": self.vocab_size,
+                "device": str(self.device)}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["token_bytes"], state["special"], state["vocab_size"], state["device"])
+
     @classmethod
     def for_tokenizer(cls, tokenizer, vocab_size: int, *, device: torch.device | str = "cpu") -> "Utf8Guard | None":
         """None when the tokenizer is neither byte-level nor byte-fallback (then no guard applies):

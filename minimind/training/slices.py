@@ -24,6 +24,7 @@ from pathlib import Path
 from ..errors import TrainingError
 from .checkpoint import latest_checkpoint
 from .config import TrainConfig
+from .loop import train
 from .run_dir import RunDir
 
 MAX_FRUITLESS = 2      # slices in a row that saved nothing before the driver gives up
@@ -33,8 +34,6 @@ DEFAULT_SLICE_S = 60   # ZeroGPU's default duration for a call
 def train_slice(run_dir: str, resume: bool, slice_s: float) -> dict:
     """One GPU call: start (or resume) the run saved in `run_dir`, train for at most `slice_s` seconds,
     save, and return its status. Takes and returns only small picklable values."""
-    from .loop import train
-
     run = RunDir(Path(run_dir))
     cfg = TrainConfig.load(run.config_file)
     cfg.run_dir = str(run.path)

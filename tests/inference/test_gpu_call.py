@@ -1,0 +1,75 @@
+"""Decoding in GPU calls (ZeroGPU), through the ZeroGPU stand-in: each answer of the chat and of /v1
+decodes in a forked worker that streams its tokens back, with the same text as the app process's own
+engine, and a stream closed early ends its call."""
+
+
+import httpx
+import pytest
+import torch
+
+from minimind import MiniMindForCausalLM
+from minimind.generation import chat, complete
+from minimind.inference.gpu_call import GpuCallEngine
+from minimind.registry import ModelRegistry
+from minimind.sampling_params import SamplingParams
+from minimind.serving import create_app
+from minimind.tokenizer import save_tokenizer
+from zerogpu_standin import StandInGpu
+
+from helpers import tiny_config
+from serving.test_serving import serve
+
+Q = [{"role": "user", "content": "床前明月光"}]
+GREEDY = SamplingParams(temperature=0.0, max_new_tokens=24)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory, tokenizer):
+    base = tmp_path_factory.mktemp("tiny")
+    torch.manual_seed(0)
+    MiniMindForCausalLM(tiny_config()).eval().save_pretrained(base)
+    save_tokenizer(tokenizer, base)
+    return base
+
+
+def test_an_answer_decoded_in_a_gpu_call_is_the_local_engines(folder):
+    gpu = StandInGpu()
+    local, remote = ModelRegistry().load(folder), ModelRegistry(gpu_calls=gpu).load(folder)
+    assert isinstance(remote.engine, GpuCallEngine) and remote.engine.vocab_size == local.engine.vocab_size
+    want = chat(local.model, local.tokenizer, Q, GREEDY, engine=local.engine)
+    got = chat(remote.model, remote.tokenizer, Q, GREEDY, engine=remote.engine)
+    assert got.read() == want.read() and got.completion_tokens == want.completion_tokens
+    assert got.finish_reason == want.finish_reason
+    sampled = SamplingParams(temperature=0.9, top_p=0.9, seed=7, max_new_tokens=16)  # the sampler travels whole
+    assert complete(remote.model, remote.tokenizer, "白日", sampled, engine=remote.engine).read() == \
+        complete(local.model, local.tokenizer, "白日", sampled, engine=local.engine).read()
+    assert [c["outcome"] for c in gpu.calls] == ["ok", "ok"]
+    assert next(remote.model.parameters()).device.type == "cpu"  # the app process's copy never moved
+
+
+def test_a_stream_closed_early_ends_its_gpu_call(folder):
+    gpu = StandInGpu()
+    remote = ModelRegistry(gpu_calls=gpu).load(folder)
+    generation = complete(remote.model, remote.tokenizer, "白日依山盡", SamplingParams(temperature=0.0, max_new_tokens=200),
+                          engine=remote.engine)
+    next(generation)
+    generation.close()
+    assert gpu.calls[-1]["outcome"] == "closed" and gpu.calls[-1]["seconds"] < 10
+
+
+def test_v1_answers_through_gpu_calls(folder):
+    local = ModelRegistry()
+    local.add_folder(folder, name="tiny")
+    gpu = StandInGpu()
+    remote = ModelRegistry(gpu_calls=gpu)
+    remote.add_folder(folder, name="tiny")
+    body = {"model": "tiny", "messages": Q, "temperature": 0, "max_tokens": 16}
+    answers = []
+    for registry in (local, remote):
+        with serve(create_app(registry)) as url:
+            reply = httpx.post(url + "/chat/completions", json=body, timeout=60)
+            assert reply.status_code == 200, reply.text
+            answers.append(reply.json()["choices"][0]["message"]["content"])
+            streamed = httpx.post(url + "/chat/completions", json={**body, "stream": True}, timeout=60)
+            assert streamed.status_code == 200 and "[DONE]" in streamed.text
+    assert answers[0] == answers[1] and len(gpu.calls) == 2 and all(c["outcome"] == "ok" for c in gpu.calls)
