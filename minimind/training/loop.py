@@ -100,7 +100,7 @@ def train(config: TrainConfig, resume: bool = False, progress=None, slice_s: flo
             torch.set_num_threads(cfg.threads)
         with _StopFlag() as stop, contextlib.ExitStack() as closing:
             status = _train(cfg, run, info, device, resume, stop, progress, started, closing,
-                            started + slice_s if slice_s else None)
+                            started + SLICE_USABLE * slice_s if slice_s else None)
         clean = True
         return status
     except BaseException as err:
@@ -133,10 +133,16 @@ def _start_run_folder(run: RunDir, cfg: TrainConfig, resume: bool) -> None:
 
 
 
-def slice_spent(now: float, deadline: float, step_s: float, save_s: float | None, slice_s: float) -> bool:
-    """Would one more step (with room for a slower one) and the save after it run past the slice's end?
-    The save: as long as the last one in this slice took, else a tenth of the slice."""
-    reserve = save_s if save_s is not None else 0.1 * slice_s
+SLICE_USABLE = 0.85  # of a GPU slice, what training plans with: the call's clock starts before this process
+                     # does (the platform's scheduling, the fork, loading the run)
+
+
+def slice_spent(now: float, deadline: float, step_s: float, save_s: float | None, eval_s: float,
+                slice_s: float) -> bool:
+    """Would one more step (with room for a slower one), an evaluation it may bring and the save after it
+    run past the slice's end? The save: as long as the last one in this slice took, else a tenth of the
+    slice; the evaluation: as long as the last one took (0 before the first)."""
+    reserve = (save_s if save_s is not None else 0.1 * slice_s) + eval_s
     return now + 1.5 * step_s + reserve > deadline
 
 
@@ -212,8 +218,10 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
     # a 90 s budget against 1 s for the next): the budget keeps the probe's figure until the second.
     first_eval_compiles = bool(loss_fn.compiled)
 
+    eval_s = 0.0  # the last evaluation's seconds in this process
+
     def do_eval(step: int) -> dict:
-        nonlocal first_eval_compiles
+        nonlocal first_eval_compiles, eval_s
         eval_start = time.perf_counter()
         figures = objective.evaluate(model, eval_batches(corpus.validation, cfg.batch_size, cfg.eval_batches,
                                                          tokenizer.pad_token_id))
@@ -223,8 +231,9 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
             if getattr(objective, "samples", None):  # GRPO: a few held-out answers with their rewards
                 run_dir.append_samples([{"step": step, **sample} for sample in objective.samples])
             log(f"eval step {step}: " + " ".join(f"{k[4:]} {v:.4g}" for k, v in record.items() if k != "step"))
+        eval_s = time.perf_counter() - eval_start
         if budget is not None and (budget.eval_s is None or not first_eval_compiles):
-            budget.eval_s = dist.mean(time.perf_counter() - eval_start, info)  # all ranks agree
+            budget.eval_s = dist.mean(eval_s, info)  # all ranks agree
         first_eval_compiles = False
         return record
 
@@ -355,7 +364,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         # it (the signal reaches ranks at different moments), or the others wait for it forever
         stop_now = dist.mean(float(stop.requested), info) > 0 if info.enabled else stop.requested
         sliced = deadline is not None and not last and not stop_now and slice_spent(
-            time.perf_counter(), deadline, now - step_start, save_s, deadline - started)
+            time.perf_counter(), deadline, now - step_start, save_s, eval_s, (deadline - started) / SLICE_USABLE)
         stop_now = stop_now or sliced
         if save_due or last or stop_now:
             do_save(step)

@@ -5,8 +5,9 @@ from the app process, for at most its duration: the platform runs the call in a 
 (arguments and result pickled across, nothing it changes in memory comes back) and aborts it when
 it overruns. A child process of our own never gets the GPU. So a run becomes a sequence of slices:
 each is one decorated call of `train_slice`, which resumes the run from its newest checkpoint on
-disk, trains until another step and a save would not fit in the slice (`loop.slice_spent`, from
-the measured step and save times), saves, and returns the run's status (a small dict). The model is
+disk, trains until another step, an evaluation and a save would not fit in 85 % of the slice
+(`loop.slice_spent`, from the measured step, evaluation and save times; the rest covers what the
+call spends before training starts), saves, and returns the run's status (a small dict). The model is
 not compiled: each slice is a fresh worker, which would compile it again. The driver
 calls the next slice until the run is finished, stopped or failed. Exact resume (the optimizer,
 data order and random state travel in every checkpoint) makes the sliced run the same run.
