@@ -27,4 +27,4 @@ except ImportError:
 EOF
 
 python -m minimind bench --device cuda --out benchmarks/gpu ${QUICK:+--quick} \
-  --only train_throughput,finetune,byom,decode_throughput,attention,quality "$@"
+  --only train_throughput,finetune,byom,slices,decode_throughput,attention,quality "$@"
