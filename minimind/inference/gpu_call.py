@@ -45,6 +45,10 @@ class GpuCallEngine:
         self.max_batch = local.max_batch
         self._call = gpu(duration)(_decoder(model))
 
+    def retire(self):
+        """Let the app process's engine go (the registry evicts the model); calls in flight finish."""
+        return self.local.retire()
+
     def submit(self, prompt_ids: Sequence[int], sampler, max_new_tokens: int,
                stop_ids: Sequence[int] = ()) -> Iterator[int]:
         if not prompt_ids:

@@ -73,3 +73,15 @@ def test_v1_answers_through_gpu_calls(folder):
             streamed = httpx.post(url + "/chat/completions", json={**body, "stream": True}, timeout=60)
             assert streamed.status_code == 200 and "[DONE]" in streamed.text
     assert answers[0] == answers[1] and len(gpu.calls) == 2 and all(c["outcome"] == "ok" for c in gpu.calls)
+
+
+def test_a_model_decoding_in_gpu_calls_is_evicted_like_any_other(folder, tmp_path, tokenizer):
+    other = tmp_path / "other"
+    torch.manual_seed(1)
+    MiniMindForCausalLM(tiny_config()).eval().save_pretrained(other)
+    save_tokenizer(tokenizer, other)
+    registry = ModelRegistry(memory_budget=1, gpu_calls=StandInGpu())  # room for one model at a time
+    first = registry.load(folder)
+    second = registry.load(other)  # evicts the first (the registry retires its engine)
+    assert list(registry._loaded.values()) == [second] and first is not second
+    assert chat(second.model, second.tokenizer, Q, GREEDY, engine=second.engine).read() is not None
