@@ -87,3 +87,16 @@ def test_the_workspace_is_the_spaces_persistent_storage_when_it_has_some(tmp_pat
     assert Workspace(mount / "minimind").persistent
     monkeypatch.delenv("SPACE_ID")
     assert Workspace(tmp_path / "ws").persistent
+
+
+def test_the_estimate_runs_in_a_gpu_call(zero, tmp_path):
+    """A child process would never see ZeroGPU's GPU: the estimate is one GPU call instead."""
+    from webapp.tabs.train import do_estimate
+    from webapp.tabs.train_form import TrainForm
+
+    ctx, gpu, _ = zero
+    ctx.workspace.save_corpus("chats", [tmp_path / "chat.jsonl"], {"kind": "auto"}, {"kind": "chat", "documents": 60})
+    form = TrainForm(base="shipped:tiny", mode="lora", corpus="chats", steps=20, batch=4, seq_len=64, lr=1e-3, accum=1,
+                     precision="fp32", rank=4, alpha=8, eval_every=0)
+    said = do_estimate(ctx, form)
+    assert "20" in said and len(gpu.calls) == 1 and gpu.calls[0]["outcome"] == "ok"
