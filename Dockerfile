@@ -16,10 +16,10 @@ WORKDIR /app
 
 COPY requirements.txt .
 # the CPU build of torch (PyPI's default is a multi-GB CUDA build); the pin in requirements.txt accepts it
-# and what the page offers beyond it: the ONNX exports and the TensorBoard tracker
+# and the trackers the page offers beyond it (the ONNX exports' packages are in requirements.txt)
 RUN pip install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0 \
  && pip install -r requirements.txt \
- && pip install onnx==1.23.2 onnxscript==0.7.2 onnxruntime==1.32.0 tensorboard==2.21.0 trackio==0.43.0
+ && pip install tensorboard==2.21.0 trackio==0.43.0
 
 COPY --chown=user:user . .
 RUN mkdir -p /data/workspace && chown -R user:user /data

@@ -6,7 +6,7 @@
 
 Each format goes to OUT/<format>/ with a README.md card. Formats: hf, llama, merged,
 int8, bnb-8bit, bnb-nf4, gguf-f16, gguf-q8_0, onnx, onnx-int8 (or "all": every format that
-applies; the ONNX ones when `pip install onnx onnxscript onnxruntime` has been run).
+applies; the ONNX ones when their packages (requirements.txt) are installed).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from ..checkpoint import is_classifier
 from ..errors import ExportError
 from .runner import Step, greedy
 
-INSTALL = "pip install onnx onnxscript onnxruntime"
+INSTALL = "pip install onnx==1.23.2 onnxscript==0.7.2 onnxruntime==1.32.0"  # as requirements.txt pins them
 GRAPH = "model.onnx"
 
 
