@@ -32,18 +32,20 @@ def _coverage(tokenizer, files: list[str], data: DataConfig, min_count: int, lim
                          worth_extending(found, min_count, limit), len(found.candidates(min_count, limit)))
 
 
-def inspect_files(files: list[str], config: DataConfig, counting_tokenizer: str | None,
-                  shipped: dict[str, str]) -> tuple[Stats, dict[str, CoverageFacts]]:
-    """A corpus's stats (tokens counted with the tokenizer in `counting_tokenizer`, a folder) and
-    how each shipped model's tokenizer (name -> folder) spells it."""
+def inspect_files(files: list[str], config: DataConfig,
+                  shipped: dict[str, str]) -> tuple[Stats, dict[str, CoverageFacts], str | None]:
+    """A corpus's stats, how each shipped model's tokenizer (name -> folder) spells it, and the name of
+    the one its tokens are counted with: the tokenizer that writes it in the fewest tokens (an English
+    corpus is counted with the Shakespeare model's, a Chinese one with the Tang model's)."""
     from minimind.tokenizer import load_tokenizer
     from minimind.vocabulary import MAX_NEW_TOKENS, MIN_COUNT
 
-    stats = inspect_corpus(files, config, load_tokenizer(counting_tokenizer) if counting_tokenizer else None)
-    spelled = {}
-    for name, folder in shipped.items():
-        spelled[name] = _coverage(load_tokenizer(folder), files, config, MIN_COUNT, MAX_NEW_TOKENS)
-    return stats, spelled
+    tokenizers = {name: load_tokenizer(folder) for name, folder in shipped.items()}
+    spelled = {name: _coverage(tokenizer, files, config, MIN_COUNT, MAX_NEW_TOKENS)
+               for name, tokenizer in tokenizers.items()}
+    counting = max(spelled, key=lambda name: spelled[name].chars_per_token, default=None)
+    stats = inspect_corpus(files, config, tokenizers[counting] if counting else None)
+    return stats, spelled, counting
 
 
 def train_corpus_tokenizer(files: list[str], vocab_size: int, out_dir: str, text_field: str | None):

@@ -92,8 +92,8 @@ def inspect(ctx: AppContext, uploads, sample, kind, text_field, split, strict, l
     config = _data_config(ctx, folder, kind, text_field, split, strict, label_field)
     tokenizers = _tokenizer_folders(ctx)
     try:
-        stats, spelled = ctx.bounded.run(work.inspect_files, names, config, next(iter(tokenizers.values()), None),
-                                         tokenizers, what="reading the corpus")
+        stats, spelled, counting = ctx.bounded.run(work.inspect_files, names, config, tokenizers,
+                                                   what="reading the corpus")
     except (CorpusError, WorkLimitError) as err:
         return (tr("corpus_unusable"), _histogram_plot(None), _samples([]), f"❌ {without_paths(str(err))}", files)
     units = unit(stats.kind)
@@ -101,7 +101,8 @@ def inspect(ctx: AppContext, uploads, sample, kind, text_field, split, strict, l
     rows = [tr("c_kind", kind=stats.kind), tr(count_key, n=f"{stats.documents:,}"),
             tr("c_characters", n=f"{stats.characters:,}")]
     if stats.tokens is not None:
-        rows += [tr("c_tokens", n=f"{stats.tokens:,}"), tr("c_chars_per_token", v=f"{stats.chars_per_token:.2f}")]
+        rows += [tr("c_tokens", n=f"{stats.tokens:,}", model=counting),
+                 tr("c_chars_per_token", v=f"{stats.chars_per_token:.2f}")]
     for name, part in stats.parts.items():
         tokens = stats.part_tokens.get(name)
         rows.append(f"**{name.capitalize()}:** {part}" + (f"; {tokens}" if tokens else ""))

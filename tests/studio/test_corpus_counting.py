@@ -1,0 +1,23 @@
+"""The corpus headline counts tokens with the shipped tokenizer that writes the corpus shortest, and
+names it: an English corpus is not counted one byte piece at a time by the Tang model's tokenizer."""
+
+import pytest
+from helpers import ROOT
+
+from minimind.data import DataConfig
+from webapp import work
+
+SHIPPED = {name: str(ROOT / "checkpoints" / name) for name in ("minimind-tang", "minimind-shakespeare")}
+
+
+@pytest.mark.parametrize("sample, kind, counted_by", [("shakespeare_sample.txt", "text", "minimind-shakespeare"),
+                                                      ("tang_poems_sample.jsonl", "auto", "minimind-tang")])
+def test_tokens_are_counted_with_the_tokenizer_that_writes_the_corpus_shortest(sample, kind, counted_by):
+    if not all((ROOT / "checkpoints" / name / "tokenizer.json").is_file() for name in SHIPPED):
+        pytest.skip("needs the shipped tokenizers")
+    files = [str(ROOT / "samples" / sample)]
+    stats, spelled, counting = work.inspect_files(files, DataConfig(files=files, kind=kind), SHIPPED)
+    assert counting == counted_by and set(spelled) == set(SHIPPED)
+    assert stats.chars_per_token == pytest.approx(spelled[counted_by].chars_per_token, rel=0.1)
+    other = next(name for name in SHIPPED if name != counted_by)
+    assert spelled[other].chars_per_token < stats.chars_per_token
