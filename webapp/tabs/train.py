@@ -35,7 +35,7 @@ from . import compare, grpo
 from .run_view import (LEGEND_TITLE, duration, run_choices, run_message, runs_table, watch, watch_confusion,
                        watch_objective, watch_rollouts)
 from .train_form import (HUB_CHOICE, MAX_MINUTES, MODES, TrainForm, base_choices, corpus_choices, corpus_kind,
-                         defaults_for, max_processes, teacher_choices)
+                         default_base, defaults_for, max_processes, teacher_choices)
 
 FORM_FIELDS = [f.name for f in dataclasses.fields(TrainForm)]  # the estimate / start_training parameters, in order
 ESTIMATE_GPU_S = 60  # the GPU call an estimate asks ZeroGPU for
@@ -120,7 +120,7 @@ def build(ctx: AppContext) -> None:
     lr0, steps0, batch0 = defaults_for("lora")
     teachers = teacher_choices(ctx)
     with gr.Row():
-        base = gr.Dropdown(base_choices(ctx), label=t("base"), value=None, elem_id="train-base",
+        base = gr.Dropdown(base_choices(ctx), label=t("base"), value=default_base(ctx), elem_id="train-base",
                            allow_custom_value=True)
         mode = gr.Radio([(t(f"mode_{m}"), m) for m in MODES], value="lora", label=t("mode"),
                         info=t("mode_info"), elem_id="train-mode")

@@ -55,6 +55,13 @@ def base_choices(ctx: AppContext) -> list[tuple[str, str]]:
     return choices + [(tr("hub_model"), HUB_CHOICE)] + full_models(ctx)
 
 
+def default_base(ctx: AppContext) -> str:
+    """What the Train tab starts from before anyone chooses (the default mode fine-tunes): the first
+    shipped or imported model, else a new model of the size the run's budget allows."""
+    offered = [model_id for _, model_id in full_models(ctx) if model_id.startswith(("shipped:", "imported:"))]
+    return offered[0] if offered else "new:auto"
+
+
 def full_models(ctx: AppContext) -> list[tuple[str, str]]:
     """The offered full models (an adapter run is not a model of its own), classifiers included."""
     return [(label, model_id) for label, model_id, folder in ctx.offered_models()

@@ -1,5 +1,6 @@
-"""The corpus headline counts tokens with the shipped tokenizer that writes the corpus shortest, and
-names it: an English corpus is not counted one byte piece at a time by the Tang model's tokenizer."""
+"""The first minutes on the page: the corpus headline counts tokens with the shipped tokenizer that writes
+the corpus shortest, and names it (an English corpus is not counted one byte piece at a time by the Tang
+model's tokenizer); the Train tab starts from a model, so a first Start works."""
 
 import pytest
 from helpers import ROOT
@@ -21,3 +22,17 @@ def test_tokens_are_counted_with_the_tokenizer_that_writes_the_corpus_shortest(s
     assert stats.chars_per_token == pytest.approx(spelled[counted_by].chars_per_token, rel=0.1)
     other = next(name for name in SHIPPED if name != counted_by)
     assert spelled[other].chars_per_token < stats.chars_per_token
+
+
+def test_the_train_tab_starts_from_a_shipped_model_not_from_nothing(tmp_path):
+    """A first Start works without choosing: the default mode fine-tunes the first shipped model; with
+    none shipped, a new model of the size the budget allows."""
+    from webapp_helpers import page_workspace
+
+    from webapp.context import AppContext
+    from webapp.jobs import JobManager
+    from webapp.tabs.train_form import default_base
+
+    ws, shipped = page_workspace(tmp_path)
+    assert default_base(AppContext(ws, JobManager(ws), shipped_dir=shipped)) == "shipped:minimind-tang"
+    assert default_base(AppContext(ws, JobManager(ws), shipped_dir=tmp_path / "none")) == "new:auto"
