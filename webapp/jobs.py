@@ -106,7 +106,7 @@ class JobManager:
         for run in self.runs():
             s = run.read_status()
             rows.append({"run": run.path.name, "state": s.get("state", "?"), "mode": s.get("mode", ""),
-                         "step": f"{s.get('step', 0)}/{s.get('total', '?')}",
+                         "step": f"{s.get('step') or 0}/{s.get('total') or '?'}",  # (a starting run has no total yet)
                          "val_loss": _rounded(s.get("val_loss")), "val_bpc": _rounded(s.get("val_bpc")),
                          "error": s.get("error") or "", "error_event": s.get("error_event")})
         return rows

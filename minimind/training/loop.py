@@ -389,7 +389,8 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         if stopped:
             run_dir.log_event(RunEvent("stopped", step=step))  # each face says how to go on in its own words
         else:
-            log(f"finished: {step} steps in {state['elapsed_s']:.0f}s")
+            log(f"finished: {step} steps in {state['elapsed_s']:.0f}s of training, "
+                f"{time.perf_counter() - started:.0f}s since this process started (set-up included)")
         return run_dir.write_status(state="stopped" if stopped else "finished", step=step, total=max_steps,
                                     final_checkpoint=str(final) if final else None,
                                     eta_s=0 if not stopped else None, **final_figures)

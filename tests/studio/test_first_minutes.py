@@ -36,3 +36,15 @@ def test_the_train_tab_starts_from_a_shipped_model_not_from_nothing(tmp_path):
     ws, shipped = page_workspace(tmp_path)
     assert default_base(AppContext(ws, JobManager(ws), shipped_dir=shipped)) == "shipped:minimind-tang"
     assert default_base(AppContext(ws, JobManager(ws), shipped_dir=tmp_path / "none")) == "new:auto"
+
+
+def test_a_starting_run_shows_step_0_of_unknown_not_none(tmp_path):
+    from minimind.training import RunDir
+    from webapp.jobs import JobManager
+    from webapp.workspace import Workspace
+
+    ws = Workspace(tmp_path / "ws")
+    run = RunDir(ws.new_run_dir("lora")).create()
+    (run.path / "config.yaml").write_text("mode: lora\n")
+    run.write_status(state="running", total=None, step=None)
+    assert [row["step"] for row in JobManager(ws).table()] == ["0/?"]
