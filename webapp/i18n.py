@@ -57,6 +57,7 @@ EN = {
     "system_placeholder": "Instructions the model follows in every answer, e.g.: Answer as a Tang poet, in classical Chinese.",
     "chat_settings": "Settings: system prompt and sampling",
     "message_placeholder": "Type a request and press Enter, e.g. 以《春夜》为题写一首五言绝句",
+    "message_placeholder_en": "Type a request and press Enter, e.g. Write a short speech about the sea",
     "regenerate": "Regenerate", "clear": "Clear", "side_by_side": "Side by side (two models)",
     "formats": "Formats", "eval_file": "Held-out text for perplexity (optional)", "export": "Export",
     "eval_file_info": "Held-out text for perplexity (optional; default: the model's own held-out text, "
@@ -246,6 +247,7 @@ ZH = {
     "system_placeholder": "模型在每次回答中都遵循的指示，例如：请以唐代诗人的身份用文言回答。",
     "chat_settings": "设置：系统提示与采样",
     "message_placeholder": "输入请求后按回车发送，例如：以《春夜》为题写一首五言绝句",
+    "message_placeholder_en": "输入请求后按回车发送，例如：Write a short speech about the sea",
     "regenerate": "重新生成", "clear": "清空", "side_by_side": "并排对比（两个模型）",
     "formats": "格式", "eval_file": "用于困惑度的留出文本（可选）", "export": "导出",
     "eval_file_info": "用于困惑度的留出文本（可选；默认用模型自己的留出文本：训练运行的验证集，或随模型附带的样本；"

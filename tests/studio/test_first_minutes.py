@@ -48,3 +48,20 @@ def test_a_starting_run_shows_step_0_of_unknown_not_none(tmp_path):
     (run.path / "config.yaml").write_text("mode: lora\n")
     run.write_status(state="running", total=None, step=None)
     assert [row["step"] for row in JobManager(ws).table()] == ["0/?"]
+
+
+@pytest.mark.parametrize("name, chinese", [("minimind-tang", True), ("minimind-shakespeare", False)])
+def test_the_message_box_suggests_a_request_in_the_models_language(tmp_path, name, chinese):
+    """By the model card's language, and without a card (a run's checkpoint) by its vocabulary."""
+    import shutil
+
+    from webapp.tabs.chat import writes_chinese
+
+    folder = ROOT / "checkpoints" / name
+    if not (folder / "tokenizer.json").is_file():
+        pytest.skip("needs the shipped tokenizers")
+    assert writes_chinese(folder) is chinese
+    bare = tmp_path / "run-checkpoint"
+    bare.mkdir()
+    shutil.copy(folder / "tokenizer.json", bare / "tokenizer.json")
+    assert writes_chinese(bare) is chinese

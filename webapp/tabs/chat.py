@@ -4,9 +4,14 @@ classifier": the label probabilities of typed text by a classifier run, or by tw
 
 from __future__ import annotations
 
-import gradio as gr
+import json
+import re
+from pathlib import Path
 
-from minimind.errors import SamplingError
+import gradio as gr
+from huggingface_hub import ModelCard
+
+from minimind.errors import MiniMindError, SamplingError
 from minimind.generation import chat
 from minimind.sampling_params import SamplingParams
 
@@ -152,6 +157,44 @@ def model_label(ctx: AppContext, model_id: str | None) -> str:
     return model_id or ""
 
 
+CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+
+
+def writes_chinese(folder: Path) -> bool:
+    """Does the model in `folder` write Chinese? Its model card's `language` when it states one (the
+    shipped models do), else its tokenizer: a vocabulary of which a fifth or more spells Chinese."""
+    card = folder / "README.md"
+    if card.is_file():
+        try:
+            stated = ModelCard.load(card).data.language
+        except (OSError, ValueError):  # a card whose front matter is not YAML says nothing
+            stated = None
+        if stated:
+            return "zh" in ([stated] if isinstance(stated, str) else list(stated))
+    try:
+        vocab = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return True  # the page's own models are Chinese unless they say otherwise
+    tokens = list(vocab) if isinstance(vocab, dict) else [t[0] for t in vocab]
+    chinese = sum(1 for token in tokens if CJK.search(token) or _byte_level_cjk(token))
+    return chinese >= 0.2 * max(len(tokens), 1)
+
+
+def _byte_level_cjk(token: str) -> bool:
+    """A byte-level token holding the lead byte of a 3-byte UTF-8 character (CJK's range), as GPT-2's
+    alphabet spells it (bytes 0xE3-0xE9 are the characters ã..é)."""
+    return any(char in "ãäåæçèé" for char in token)
+
+
+def message_placeholder(ctx: AppContext, model_id: str | None) -> str:
+    """The message box's example: a Chinese poem request for a model that writes Chinese, else English."""
+    try:
+        chinese = writes_chinese(ctx.model_folder(model_id)) if model_id else True
+    except MiniMindError:
+        chinese = True
+    return t("message_placeholder" if chinese else "message_placeholder_en")
+
+
 def build(ctx: AppContext) -> None:
     """The conversation first (panes, message box, buttons), the model and settings beside it:
     the message box is the tab's first input; the system prompt and sampling sit in Settings."""
@@ -164,7 +207,7 @@ def build(ctx: AppContext) -> None:
                 chatbot = gr.Chatbot(label=model_label(ctx, default), height=420, elem_id="chatbot")
                 chatbot_b = gr.Chatbot(label=model_label(ctx, default), height=420, visible=False,
                                        elem_id="chatbot-b")
-            message = gr.Textbox(label=t("message"), placeholder=t("message_placeholder"), lines=1,
+            message = gr.Textbox(label=t("message"), placeholder=message_placeholder(ctx, default), lines=1,
                                  max_lines=6, elem_id="chat-input")  # one line: Enter sends
             with gr.Row():
                 send = gr.Button(t("send"), variant="primary", elem_id="chat-send")
@@ -190,7 +233,8 @@ def build(ctx: AppContext) -> None:
 
     side_by_side.change(lambda on: (gr.update(visible=on), gr.update(visible=on)), [side_by_side],
                         [model_b, chatbot_b], api_name=False)
-    model.change(lambda m: gr.update(label=model_label(ctx, m)), [model], [chatbot], api_name=False)
+    model.change(lambda m: (gr.update(label=model_label(ctx, m)), gr.update(placeholder=message_placeholder(ctx, m))),
+                 [model], [chatbot, message], api_name=False)
     model_b.change(lambda m: gr.update(label=model_label(ctx, m)), [model_b], [chatbot_b], api_name=False)
     controls = [model, model_b, side_by_side, system, temperature, top_p, top_k, max_new, repetition]
     handler = user_errors_gen(lambda *a: respond(ctx, *a))
