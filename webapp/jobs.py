@@ -231,9 +231,11 @@ class JobManager:
         """Train `run` in GPU slices on a thread of this process (ZeroGPU)."""
         (run.path / STOP_FILE).unlink(missing_ok=True)
 
+        seconds = slice_seconds()
+
         def drive():
             try:
-                train_in_slices(run.path, slice_seconds(), gpu=self.gpu_slices, resume=resume,
+                train_in_slices(run.path, seconds, gpu=self.gpu_slices, resume=resume,
                                 stop_requested=(run.path / STOP_FILE).exists)
             except Exception as err:  # the run folder says why (the trainer or the driver wrote it)
                 if run.read_status().get("state") in ACTIVE:
@@ -241,7 +243,7 @@ class JobManager:
 
         thread = threading.Thread(target=drive, name=f"minimind-slices-{run.path.name}", daemon=True)
         self._sliced[run.path.name] = thread
-        run.write_status(state="running", started=time.time(), slice=0, slice_s=slice_seconds())
+        run.write_status(state="running", started=time.time(), slice=0, slice_s=seconds)
         thread.start()
         return run.path.name
 

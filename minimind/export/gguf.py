@@ -167,8 +167,8 @@ def _write_special_tokens(writer, tokenizer, vocab: dict) -> None:
             setter(token_id)
     if vocab["model"] == "llama" and tokenizer.unk_token_id is not None:
         writer.add_unk_token_id(tokenizer.unk_token_id)
-    turn_end = next((tokenizer.get_vocab()[t] for t in ("<|im_end|>", "<|eot_id|>") if t in tokenizer.get_vocab()),
-                    None)
+    vocab_ids = tokenizer.get_vocab()
+    turn_end = next((vocab_ids[t] for t in ("<|im_end|>", "<|eot_id|>") if t in vocab_ids), None)
     if turn_end is not None:
         writer.add_eot_token_id(turn_end)  # a chat turn ends here
 

@@ -121,11 +121,11 @@ def vocab_refusal(tokenizer) -> str | None:
     return "GGUF export needs a byte-level or a sentencepiece-style (byte-fallback) BPE tokenizer"
 
 
-def _adds(tokenizer, token_id: int | None, first: bool) -> bool:
-    if token_id is None:
-        return False
+def _added_ends(tokenizer) -> tuple[bool, bool]:
+    """(adds a BOS, adds an EOS): what the tokenizer puts around a text it encodes."""
     ids = tokenizer("a")["input_ids"]
-    return bool(ids) and ids[0 if first else -1] == token_id
+    return (bool(ids) and tokenizer.bos_token_id is not None and ids[0] == tokenizer.bos_token_id,
+            bool(ids) and tokenizer.eos_token_id is not None and ids[-1] == tokenizer.eos_token_id)
 
 
 def _merge_ranks(model: dict) -> list[str]:
@@ -147,8 +147,8 @@ def vocab_metadata(tokenizer, vocab_size: int) -> dict:
     model = json.loads(backend.to_str())["model"]
     merges = _merge_ranks(model)
     tokens = tokenizer.convert_ids_to_tokens(list(range(n)))
-    special = set(tokenizer.all_special_ids) | {tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS
-                                                if t in tokenizer.get_vocab()}
+    vocab_ids = tokenizer.get_vocab()
+    special = set(tokenizer.all_special_ids) | {vocab_ids[t] for t in SPECIAL_TOKENS if t in vocab_ids}
     added = set(tokenizer.get_added_vocab().values())
     sentencepiece = backend.model.byte_fallback
 
@@ -167,9 +167,8 @@ def vocab_metadata(tokenizer, vocab_size: int) -> dict:
     # embeddings beyond the tokenizer (a vocabulary rounded up for speed) get unused placeholders
     tokens += [f"[PAD{i}]" for i in range(n, vocab_size)]
     types += [TokenType.UNUSED] * (vocab_size - n)
-    out = {"tokens": tokens, "types": types,
-           "add_bos": _adds(tokenizer, tokenizer.bos_token_id, first=True),
-           "add_eos": _adds(tokenizer, tokenizer.eos_token_id, first=False)}
+    add_bos, add_eos = _added_ends(tokenizer)
+    out = {"tokens": tokens, "types": types, "add_bos": add_bos, "add_eos": add_eos}
     if sentencepiece:
         score = {}
         for rank, merge in enumerate(merges):

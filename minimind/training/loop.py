@@ -99,8 +99,7 @@ def train(config: TrainConfig, resume: bool = False, progress=None, slice_s: flo
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         with _StopFlag() as stop, contextlib.ExitStack() as closing:
-            status = _train(cfg, run, info, device, resume, stop, progress, started, closing,
-                            started + SLICE_USABLE * slice_s if slice_s else None)
+            status = _train(cfg, run, info, device, resume, stop, progress, started, closing, slice_s)
         clean = True
         return status
     except BaseException as err:
@@ -147,7 +146,7 @@ def slice_spent(now: float, deadline: float, step_s: float, save_s: float | None
 
 
 def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, stop: _StopFlag, progress,
-           started: float, closing: contextlib.ExitStack, deadline: float | None = None):
+           started: float, closing: contextlib.ExitStack, slice_s: float | None = None):
     main = info.is_main
     log = run_dir.log if main else (lambda _msg: None)
     if device == "cpu" and retain_freed_memory():
@@ -363,8 +362,8 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         # every rank joins this all-reduce each step: a rank whose own flag is already set must not skip
         # it (the signal reaches ranks at different moments), or the others wait for it forever
         stop_now = dist.mean(float(stop.requested), info) > 0 if info.enabled else stop.requested
-        sliced = deadline is not None and not last and not stop_now and slice_spent(
-            time.perf_counter(), deadline, now - step_start, save_s, eval_s, (deadline - started) / SLICE_USABLE)
+        sliced = slice_s is not None and not last and not stop_now and slice_spent(
+            time.perf_counter(), started + SLICE_USABLE * slice_s, now - step_start, save_s, eval_s, slice_s)
         stop_now = stop_now or sliced
         if save_due or last or stop_now:
             do_save(step)
