@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -13,6 +14,9 @@ from helpers import ROOT, SAMPLE_TEXTS, tiny_config
 
 from minimind import MiniMindForCausalLM
 from minimind.training import RunDir, TrainConfig, train
+from minimind.training import loop as training_loop
+from minimind.training import setup as training_setup
+from minimind.training.objectives.language_model import LanguageModel
 
 TINY_OVERRIDES = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
                   "num_attention_heads": 4, "num_key_value_heads": 2}
@@ -148,3 +152,45 @@ def one_and_two_processes(build, tmp_path: Path, strategy: str = "ddp") -> tuple
     multi.save(tmp_path / "multi.yaml")
     torchrun(tmp_path / "multi.yaml", tmp_path / "two" / "run")
     return tmp_path / "one" / "run", tmp_path / "two" / "run"
+
+
+class StepClock:
+    """The trainer's clock (its `time` module), advanced only by the work it does: each
+    micro-batch's loss costs `per_batch` seconds, so its time accounting is exact on any machine."""
+
+    def __init__(self, per_batch: float):
+        self.now, self.per_batch = 1000.0, per_batch
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def __getattr__(self, name):  # time.time() and the rest: the real ones
+        return getattr(time, name)
+
+
+def fake_clock(monkeypatch) -> "StepClock":
+    """The trainer's own clock: 1/8 s a micro-batch, 1/50 s a validation batch, 1/2 s a save."""
+    clock = StepClock(per_batch=0.125)
+    real_loss, real_eval, real_save = LanguageModel.loss, LanguageModel.evaluate, training_loop.save_checkpoint
+
+    def timed_loss(self, model, batch):
+        clock.now += clock.per_batch
+        return real_loss(self, model, batch)
+
+    def timed_eval(self, model, batches):
+        def charged():
+            for batch in batches:
+                clock.now += 0.02
+                yield batch
+        return real_eval(self, model, charged())
+
+    def timed_save(*args, **kwargs):
+        clock.now += 0.5
+        return real_save(*args, **kwargs)
+
+    monkeypatch.setattr(training_loop, "time", clock)
+    monkeypatch.setattr(training_setup, "time", clock)
+    monkeypatch.setattr(LanguageModel, "loss", timed_loss)
+    monkeypatch.setattr(LanguageModel, "evaluate", timed_eval)
+    monkeypatch.setattr(training_loop, "save_checkpoint", timed_save)
+    return clock

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 
 HELP = "train (pretrain / sft / lora / qlora / dpo / distill / grpo) into a run folder; --resume continues one"
 
@@ -40,6 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     from ..errors import ConfigError
     from ..training import RunDir, TrainConfig, train
+    from ..training.budget import process_age
 
     if args.resume:
         if not args.run_dir:
@@ -71,7 +73,8 @@ def run(args) -> int:
             bar.update(step - bar.n)
 
     try:
-        status = train(config, resume=args.resume, progress=progress)
+        # a time budget counts from this process's start, as the user's clock does (imports included)
+        status = train(config, resume=args.resume, progress=progress, started=time.perf_counter() - process_age())
     finally:
         if bar is not None:
             bar.close()

@@ -1,10 +1,12 @@
 """A wall-clock budget for a training run that includes everything the run does.
 
-The clock starts when `train()` is called, so preparing data, probing the speed,
-compiling, evaluating and saving are all inside it, the final evaluation and save
-included. The loop sizes the run from a speed probe, then re-sizes it from measured
-steps, evaluations and saves (after its first steps and after each evaluation), and
-ends early if even one more step would leave no time for the final evaluation and save.
+The clock starts when the run's process starts (`python -m minimind train`; `train()`'s call
+for a caller in its own process), so loading, preparing data, compiling, evaluating and saving
+are all inside it, the final evaluation and save included. No step is spent on measuring
+alone: the loop plans the run roughly from the seconds a step took before (step_times.py) or
+from its own first, eager step, then re-sizes it from measured steps, evaluations and saves
+(after its first few steps, then after each evaluation), and ends early if even one more step
+would leave no time for the final evaluation and save.
 Times are `time.perf_counter()` values the caller passes in (tests drive a fake clock); the
 decisions take the seconds left as an argument, so that processes of a distributed run can
 agree on one figure (their mean) and stop at the same step.
@@ -13,19 +15,28 @@ agree on one figure (their mean) and stop at the same step.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from .schedule import default_warmup
 
-# Re-sizing starts after this many steps (the first ones compile) and this share of the budget.
+# Re-sizing starts after this many steps (the first ones compile) and this share of the budget ...
 TIME_FROM_STEP, FIRST_RESIZE_SHARE = 2, 0.05
-# Before a save has been timed, it is guessed to cost this many training steps.
-SAVE_GUESS_STEPS = 3
+# ... or, after a rough plan (a first step's time, a figure from before), after this many timed steps.
+ROUGH_RESIZE_STEPS = 3
+# An automatic evaluation interval is at most a third of the run, and the first evaluation comes
+# at a tenth of it: a 2-minute run draws its validation curve while it trains (it drew one point,
+# at the end, when evaluations were spaced by their cost alone).
+MIN_INTERVAL_EVALS, FIRST_EVAL_SHARE = 3, 0.1
+# Before a save has been timed, it is guessed from what it writes (the weights a run saves and
+# the optimizer's two moments of each trainable one) at this many bytes a second, plus a fixed
+# cost. (Three training steps, as it was, guessed 32 s for a LoRA GRPO step's 0.1-s adapter save.)
+SAVE_BYTES_PER_S, SAVE_FIXED_S = 200e6, 0.3
 # Automatic evaluation intervals keep evaluations to about this share of the training time.
 EVAL_SHARE = 0.05
-# A speed probe (eager, before compilation, maybe on a busy machine) only sizes a run roughly:
-# it plans this share of the time left; measured steps re-size the run later.
+# A rough figure (a first eager step, a figure from before, an estimate's probe) only sizes a run
+# roughly: it plans this share of the time left; measured steps re-size the run later.
 PROBE_PLAN_SHARE = 0.9
 # A re-size plans with the mean of the steps since the last one once there are this many: steps
 # that turn faster late (the other core freed, caches warm) then buy the steps they can, where the
@@ -35,7 +46,7 @@ RECENT_STEPS = 20
 
 def planned_steps(cfg, steps_per_epoch: float, per_step: float | None = None,
                   seconds_left: float | None = None) -> int:
-    """Optimizer steps of a run: `max_steps`, else what a time budget buys at the probed
+    """Optimizer steps of a run: `max_steps`, else what a time budget buys at a rough figure of
     seconds per step, else `epochs` passes over the training split. The estimate and the
     loop both plan with this."""
     if cfg.max_steps:
@@ -49,17 +60,37 @@ def eval_every_at_least(cfg, validation_rows: int) -> int:
     """The shortest automatic evaluation interval that keeps evaluations to EVAL_SHARE of the
     run. An evaluation reads `eval_batches` batches forward only, about a third of a training
     step each (10 evaluations of 20 batches would eat most of a 2-minute run)."""
+    return math.ceil(eval_cost_steps(cfg, validation_rows) / EVAL_SHARE)
+
+
+def eval_cost_steps(cfg, validation_rows: int) -> float:
+    """An evaluation's guessed cost in training steps (per rank), until one has been timed."""
     val_batches = math.ceil(validation_rows / cfg.batch_size)
-    eval_cost_steps = min(cfg.eval_batches or val_batches, val_batches) / (3 * cfg.grad_accum)  # per rank
-    return math.ceil(eval_cost_steps / EVAL_SHARE)
+    return min(cfg.eval_batches or val_batches, val_batches) / (3 * cfg.grad_accum)
 
 
 def intervals(cfg, total: int, min_eval_every: int) -> tuple[int, int, int, int]:
-    """(warmup, eval, save, log) intervals of a run of `total` steps; 0/None in the config is auto."""
+    """(warmup, eval, save, log) intervals of a run of `total` steps; 0/None in the config is auto.
+    The automatic evaluation interval keeps evaluations to EVAL_SHARE of the run (`min_eval_every`)
+    but comes at least MIN_INTERVAL_EVALS times a run; automatic saves come ~5 times a run."""
     return (cfg.optim.warmup_steps if cfg.optim.warmup_steps is not None else default_warmup(total),
-            cfg.eval_every or max(1, min(total, max(total // 10, min_eval_every))),
+            cfg.eval_every or max(1, min(total // MIN_INTERVAL_EVALS, max(total // 10, min_eval_every))),
             cfg.save_every or max(1, total // 5),
             cfg.log_every or max(1, min(10, total // 50)))
+
+
+def save_guess(saved_params: int, trainable_params: int) -> float:
+    """Seconds a checkpoint is guessed to take before one is timed: its weights (4 bytes each, at most)
+    and the optimizer's two moments of each trainable weight, at SAVE_BYTES_PER_S."""
+    return SAVE_FIXED_S + (4 * saved_params + 8 * trainable_params) / SAVE_BYTES_PER_S
+
+
+def first_eval_from(cfg, total: int, eval_every: int) -> int:
+    """Where a fresh run's interval evaluations count from: with the automatic interval, so that the
+    first falls at FIRST_EVAL_SHARE of the run (a negative step); with a set interval, step 0."""
+    if cfg.eval_every:
+        return 0
+    return max(1, int(FIRST_EVAL_SHARE * total)) - eval_every
 
 
 def interval_due(step: int, last_at: int, every: int, final_step: int) -> bool:
@@ -90,6 +121,10 @@ class Budget:
     resized: bool = False
     recent_seconds: float = 0.0  # the steps since the last re-size ...
     recent_steps: int = 0        # ... and how many
+    rough: bool = False          # planned from a first step or a figure from before: re-size soon ...
+    rough_step_s: float | None = None  # ... at this many seconds a step (until steps are timed)
+    eval_guess_steps: float = 0.0  # until an evaluation is timed, it is guessed to cost this many steps
+    save_guess_s: float = SAVE_FIXED_S  # until a save is timed, it is guessed to cost this (save_guess)
 
     @classmethod
     def start(cls, seconds: float, started: float, already_used: float = 0.0) -> "Budget":
@@ -101,10 +136,16 @@ class Budget:
 
     def per_step(self) -> float | None:
         """Seconds a training step: of the steps since the last re-size once there are
-        RECENT_STEPS of them, else of all timed steps."""
+        RECENT_STEPS of them, else of all timed steps, else the rough figure the run was planned with."""
         if self.recent_steps >= RECENT_STEPS:
             return self.recent_seconds / self.recent_steps
-        return self.step_seconds / self.timed_steps if self.timed_steps else None
+        return self.step_seconds / self.timed_steps if self.timed_steps else self.rough_step_s
+
+    def eval_seconds(self) -> float:
+        """An evaluation's seconds: the last timed one's, else the guess in steps."""
+        if self.eval_s is not None:
+            return self.eval_s
+        return self.eval_guess_steps * (self.per_step() or 0.0)
 
     def record_step(self, seconds: float, steps_done: int) -> None:
         if steps_done > TIME_FROM_STEP:
@@ -114,15 +155,17 @@ class Budget:
             self.recent_steps += 1
 
     def due(self, evaluated: bool) -> bool:
-        """Re-size now? Once FIRST_RESIZE_SHARE of the budget has been timed, then after each evaluation."""
+        """Re-size now? Once FIRST_RESIZE_SHARE of the budget has been timed (after a rough plan, once
+        ROUGH_RESIZE_STEPS steps have), then after each evaluation."""
         if not self.timed_steps:
             return False
         if not self.resized:
-            return self.step_seconds >= FIRST_RESIZE_SHARE * self.seconds
+            return (self.step_seconds >= FIRST_RESIZE_SHARE * self.seconds
+                    or (self.rough and self.timed_steps >= ROUGH_RESIZE_STEPS))
         return evaluated
 
     def steps_left(self, left: float, step: int, due_now: tuple[bool, bool], last_at: tuple[int, int],
-                   intervals_at: Callable[[int], tuple[int, int]], eval_guess_s: float) -> tuple[int, float]:
+                   intervals_at: Callable[[int], tuple[int, int]]) -> tuple[int, float]:
         """(training steps after `step` that fit in `left` seconds, the seconds a step they were
         planned with; the window of recent steps starts again). The steps count everything they bring: this
         step's evaluation and save if due (`due_now`), the interval evaluations and saves of a run
@@ -130,8 +173,8 @@ class Budget:
         the final evaluation and save. Counted exactly, not amortized per step: a run's last
         interval is often skipped (`interval_due`), and a share per step left its time unused."""
         per_step = self.per_step()
-        eval_s = self.eval_s if self.eval_s is not None else eval_guess_s
-        save_s = self.save_s if self.save_s is not None else SAVE_GUESS_STEPS * per_step
+        eval_s = self.eval_seconds()
+        save_s = self.save_s if self.save_s is not None else self.save_guess_s
         eval_due, save_due = due_now
         # after this step's own evaluation and save, the intervals count from it
         eval_from, save_from = (step if eval_due else last_at[0]), (step if save_due else last_at[1])
@@ -156,5 +199,20 @@ class Budget:
         per_step = self.per_step()
         if per_step is None:
             return False
-        eval_s, save_s = self.eval_s or 0.0, self.save_s or 0.0
+        eval_s, save_s = self.eval_seconds(), self.save_s if self.save_s is not None else self.save_guess_s
         return left < eval_due * eval_s + save_due * save_s + per_step + eval_s + save_s
+
+
+def process_age() -> float:
+    """Seconds since this process started (Linux; 0 elsewhere): a run started as a command counts its
+    budget from there, so the interpreter's start and the imports are inside it as the user's clock has
+    them (they took ~5 s of a 2-minute run, which then ended 5 s late)."""
+    try:
+        ticks = os.sysconf("SC_CLK_TCK")
+        with open("/proc/self/stat", encoding="ascii") as fh:
+            started = int(fh.read().rsplit(")", 1)[1].split()[19]) / ticks  # field 22: start time since boot
+        with open("/proc/uptime", encoding="ascii") as fh:
+            uptime = float(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return min(max(0.0, uptime - started), 120.0)  # (a figure beyond this is not a fresh command's)

@@ -28,9 +28,10 @@ import minimind.training.distributed as dist
 import minimind.training.reporting as reporting
 from .allocator import MMAP_THRESHOLD, retain_freed_memory
 from .batches import eval_batches
-from .budget import eval_every_at_least, interval_due, intervals, planned_steps
+from .budget import (PROBE_PLAN_SHARE, eval_cost_steps, eval_every_at_least, first_eval_from, interval_due, intervals,
+                     planned_steps, save_guess)
 from .checkpoint import latest_checkpoint, save_checkpoint
-from .compiling import LossWithFallback, compile_layers
+from .compiling import LossWithFallback, compile_layers, wants_compile
 from .config import TrainConfig
 from .events import RunEvent
 from .modes import count_parameters, trainable_parameters
@@ -38,7 +39,9 @@ from .perf import flops_per_token, matmul_peak_flops
 from .precision import Precision, bf16_supported, describe, pick_device
 from .run_dir import RunDir, new_run_id
 from .schedule import lr_at
-from .setup import choose_dropout, set_up, speed_probe, step_batches
+from .setup import choose_dropout, set_up, step_batches
+from . import step_times
+from ..data.config import cache_root
 from ..classifier import write_adapter_labels
 from .state_io import full_model_state, full_optimizer_state, write_generation_config
 
@@ -70,15 +73,18 @@ def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def train(config: TrainConfig, resume: bool = False, progress=None, slice_s: float | None = None) -> dict:
+def train(config: TrainConfig, resume: bool = False, progress=None, slice_s: float | None = None,
+          started: float | None = None) -> dict:
     """Run (or resume) training as configured. Returns the final status dict.
 
     `progress(step, total, info)` is called after every optimizer step on the main process.
     `slice_s`: train for one GPU slice of that many seconds only (ZeroGPU, see slices.py): stop when
     another step and a save would run past it, save, and return with state "paused"; resuming goes
     on exactly where it stopped.
+    `started`: the time.perf_counter() value a time budget counts from (the command passes its process's
+    start); by default, this call.
     """
-    started = time.perf_counter()  # a time budget counts from here
+    started = time.perf_counter() if started is None else started
     device = pick_device(config.device)
     info, device = dist.init(device)
     run = RunDir(Path(config.run_dir or Path("runs") / new_run_id()))
@@ -87,7 +93,7 @@ def train(config: TrainConfig, resume: bool = False, progress=None, slice_s: flo
     cfg = config.resolved(device.split(":")[0], bf16_supported(device))
     cfg.run_dir = str(run.path)
     if info.is_main:
-        _start_run_folder(run, cfg, resume)
+        _start_run_folder(run, cfg, resume, describe(device, cfg.precision))
     threads = torch.get_num_threads()
     clean = False
     try:
@@ -114,15 +120,15 @@ def train(config: TrainConfig, resume: bool = False, progress=None, slice_s: flo
         dist.finish(info, clean)
 
 
-def _start_run_folder(run: RunDir, cfg: TrainConfig, resume: bool) -> None:
+def _start_run_folder(run: RunDir, cfg: TrainConfig, resume: bool, device: str) -> None:
     """Create (or reopen) the run folder and mark it running; an unwritable folder is a
     TrainingError, and is marked failed when at least its status can still be written."""
     try:
         run.create()
         if not resume:
             cfg.save(run.config_file)
-        run.write_status(state="running", pid=dist.launcher_pid(), mode=cfg.mode, run_dir=str(run.path),
-                         error=None, started=time.time())
+        run.write_status(state="running", phase="starting", pid=dist.launcher_pid(), mode=cfg.mode,
+                         run_dir=str(run.path), error=None, started=time.time(), device=device)
     except OSError as err:
         message = (f"cannot write into the run folder {run.path.name} ({err.strerror or err}); "
                    "choose a writable folder (or free disk space), then start or resume the run")
@@ -132,6 +138,10 @@ def _start_run_folder(run: RunDir, cfg: TrainConfig, resume: bool) -> None:
 
 
 
+# A run timed by its first step trains that step under a plan of this many steps (its learning rate: the
+# warmup's first fifth), then is planned from the step's time.
+PROVISIONAL_STEPS = 100
+ROUGH_STEPS_TO_REMEMBER = 5  # timed steps a run needs before its seconds per step are kept for the next
 SLICE_USABLE = 0.85  # of a GPU slice, what training plans with: the call's clock starts before this process
                      # does (the platform's scheduling, the fork, loading the run)
 
@@ -149,9 +159,14 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
            started: float, closing: contextlib.ExitStack, slice_s: float | None = None):
     main = info.is_main
     log = run_dir.log if main else (lambda _msg: None)
+
+    def phase(name: str) -> None:  # what the run is doing, for the page while it has no step to show
+        if main:
+            run_dir.write_status(phase=name, wall_s=time.perf_counter() - started)
+
     if device == "cpu" and retain_freed_memory():
         log(f"CPU memory: freed blocks up to {MMAP_THRESHOLD >> 20} MB stay in the process (glibc mmap/trim thresholds)")
-    run = set_up(cfg, run_dir, info, device, resume, started, log)
+    run = set_up(cfg, run_dir, info, device, resume, started, log, phase)
     model, base_model, objective, budget = run.model, run.base_model, run.objective, run.budget
     optimizer, scaler, stream, precision, tokenizer = run.optimizer, run.scaler, run.stream, run.precision, run.tokenizer
     corpus, state = run.corpus, run.state
@@ -175,27 +190,47 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         run_dir.append_metrics(record)
         reporting.write(sinks, record, log)
 
+    # With a time budget no step is spent on measuring alone: the run is planned roughly from the seconds a
+    # step of this shape took before (the sizes' timing, or an earlier run's: step_times.py), else from its
+    # own first step (eager: compiling, if any, starts after it); measured steps, evaluations and saves
+    # re-size it (budget.py).
     max_steps = state.get("max_steps") or cfg.max_steps
+    timed = budget is not None and not cfg.max_steps
+    step_cache = cache_root(cfg.data)
+    step_key = step_times.shape_key(cfg, describe(device, cfg.precision), getattr(base_model, "config", None),
+                                    count_parameters(base_model)[0], info.world, torch.get_num_threads(),
+                                    wants_compile(cfg, max_steps or 0))
+    plan_at_first_step = False
     if not max_steps:
-        per_step = left = None
         if budget is not None:
-            per_step = dist.mean(speed_probe(model, stream, precision, objective), info)  # all ranks agree
-            left = dist.mean(budget.left(time.perf_counter()), info)
-        max_steps = planned_steps(cfg, stream.steps_per_epoch(), per_step, left)
-        if per_step:
-            log(f"speed probe: {per_step:.2f}s/step -> {max_steps} steps in {cfg.time_budget_s:.0f}s")
+            known = dist.mean(run.step_s or step_times.recall(step_cache, step_key) or 0.0, info)  # all ranks agree
+            if known:
+                left = dist.mean(budget.left(time.perf_counter()), info)
+                max_steps = planned_steps(cfg, stream.steps_per_epoch(), known, left)
+                budget.rough, budget.rough_step_s = True, known
+                source = "the timed sizes" if run.step_s else "an earlier run of this shape on this machine"
+                log(f"planned from {source}: {known:.2f}s/step -> {max_steps} steps in {cfg.time_budget_s:.0f}s")
+            else:
+                max_steps, plan_at_first_step = PROVISIONAL_STEPS, True
+                log("the first step is timed to plan the run")
+        else:
+            max_steps = planned_steps(cfg, stream.steps_per_epoch())
     state["max_steps"] = max_steps
-    if state["step"] == 0 and choose_dropout(cfg, base_model, max_steps, stream, log) and main:
+    if state["step"] == 0 and not plan_at_first_step and choose_dropout(cfg, base_model, max_steps, stream, log) \
+            and main:
         cfg.save(run_dir.config_file)
     min_eval_every = eval_every_at_least(cfg, len(corpus.validation))
-    warmup, eval_every, save_every, log_every = intervals(cfg, max_steps, min_eval_every)
-    # With a time budget, the probe (eager, before compilation, maybe on a busy machine) only
-    # sizes the run roughly; it is re-sized from measured steps, evaluations and saves (budget.py).
-    timed = budget is not None and not cfg.max_steps
-    if timed and budget.eval_s is None:
-        budget.eval_s = dist.mean(_eval_probe(objective, model, corpus.validation, cfg, tokenizer.pad_token_id), info)
 
-    loss_fn = LossWithFallback(objective.loss, compile_layers(base_model, cfg, max_steps, log), log)
+    def run_intervals(total: int) -> tuple[int, int, int, int]:
+        return intervals(cfg, total, min_eval_every)
+
+    warmup, eval_every, save_every, log_every = run_intervals(max_steps)
+    if budget is not None:
+        budget.eval_guess_steps = eval_cost_steps(cfg, len(corpus.validation))
+        budget.save_guess_s = save_guess(*_saved_parameters(base_model, cfg))
+
+    loss_fn = LossWithFallback(objective.loss, [] if plan_at_first_step else
+                               compile_layers(base_model, cfg, max_steps, log), log)
     updates = getattr(objective, "updates_per_step", 1)
     trainable, total_params = count_parameters(base_model)
     seq_len = cfg.data.seq_len
@@ -203,18 +238,21 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
     peak = matmul_peak_flops(device, precision.dtype) if main else 1.0
     tokens_per_epoch = int(corpus.stats.tokens) if getattr(corpus.stats, "tokens", None) else None
     if main:
-        run_dir.write_status(state="running", step=state["step"], total=max_steps,
+        run_dir.write_status(state="running", step=state["step"], total=None if plan_at_first_step else max_steps,
+                             phase="measuring_speed" if plan_at_first_step else
+                             ("compiling" if loss_fn.compiled else "training"),
                              device=describe(device, cfg.precision), precision=cfg.precision, params=total_params,
                              trainable_params=trainable, tokens_per_epoch=tokens_per_epoch,
                              train_rows=len(corpus.train), val_rows=len(corpus.validation), kind=corpus.kind,
                              world=info.world, objective=objective.name)
         log(f"{cfg.mode}: {total_params:,} parameters ({trainable:,} trainable) on {describe(device, cfg.precision)}; "
             f"{len(corpus.train):,} train rows, {len(corpus.validation):,} validation rows; "
-            + (f"{max_steps} steps of {stream.global_batch} prompts x {cfg.grpo.group_size} answers"
-               if cfg.objective == "grpo" else f"{max_steps} steps of {stream.global_batch} rows x {seq_len} tokens"))
+            + ("steps" if plan_at_first_step else f"{max_steps} steps")
+            + (f" of {stream.global_batch} prompts x {cfg.grpo.group_size} answers" if cfg.objective == "grpo"
+               else f" of {stream.global_batch} rows x {seq_len} tokens"))
 
     # A compiled model's first evaluation in this process compiles its evaluation shapes too (5 s of
-    # a 90 s budget against 1 s for the next): the budget keeps the probe's figure until the second.
+    # a 90 s budget against 1 s for the next): the budget keeps its guess until the second.
     first_eval_compiles = bool(loss_fn.compiled)
 
     eval_s = 0.0  # the last evaluation's seconds in this process
@@ -222,6 +260,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
     def do_eval(step: int) -> dict:
         nonlocal first_eval_compiles, eval_s
         eval_start = time.perf_counter()
+        phase("evaluating")
         figures = objective.evaluate(model, eval_batches(corpus.validation, cfg.batch_size, cfg.eval_batches,
                                                          tokenizer.pad_token_id))
         record = {"step": step, **{f"val_{k}": v for k, v in dist.means(figures, info).items()}}
@@ -231,7 +270,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
                 run_dir.append_samples([{"step": step, **sample} for sample in objective.samples])
             log(f"eval step {step}: " + " ".join(f"{k[4:]} {v:.4g}" for k, v in record.items() if k != "step"))
         eval_s = time.perf_counter() - eval_start
-        if budget is not None and (budget.eval_s is None or not first_eval_compiles):
+        if budget is not None and not first_eval_compiles:
             budget.eval_s = dist.mean(eval_s, info)  # all ranks agree
         first_eval_compiles = False
         return record
@@ -241,6 +280,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
     def do_save(step: int) -> Path | None:
         nonlocal save_s
         save_start = time.perf_counter()
+        phase("saving")
         path = _save(step)
         save_s = dist.mean(time.perf_counter() - save_start, info)  # all ranks agree
         if budget is not None:
@@ -273,12 +313,17 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
 
     step = state["step"]
     state_start = step
-    # where the interval evaluations and saves count from (a resumed run: its last multiple)
+    # where the interval evaluations and saves count from (a resumed run: its last multiple; a fresh
+    # one's first automatic evaluation falls at a tenth of the run)
     last_eval_at, last_save_at = step - step % eval_every, step - step % save_every
+    evaluated = step > 0  # until a fresh run's first evaluation, it is placed anew whenever the run is re-planned
+    if not evaluated:
+        last_eval_at = first_eval_from(cfg, max_steps, eval_every)
     bad_in_row = 0
     window_loss, window_steps, window_tokens, window_metrics = 0.0, 0, 0, {}
     window_start = time.perf_counter()
-    run_start = time.perf_counter() - state.get("elapsed_s", 0.0)
+    elapsed_before = state.get("elapsed_s", 0.0)  # a resumed run's training seconds before this process
+    run_start = time.perf_counter() - elapsed_before
     last_status = 0.0
     last_eval: dict = {}
     model.train()
@@ -324,6 +369,22 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         now = time.perf_counter()
         elapsed = now - run_start
         state["elapsed_s"] = elapsed
+        if plan_at_first_step:  # the first step (eager) was the speed probe: plan the run from it
+            plan_at_first_step = False
+            timing = dist.means({"step_s": now - step_start, "left_s": budget.left(now)}, info)  # all ranks agree
+            fit = int(PROBE_PLAN_SHARE * timing["left_s"] / timing["step_s"]) if timing["left_s"] > 0 else 0
+            max_steps, budget.rough, budget.rough_step_s = step + max(0, fit), True, timing["step_s"]
+            state["max_steps"] = max_steps
+            log(f"first step took {timing['step_s']:.2f}s -> {max_steps} steps planned in {cfg.time_budget_s:.0f}s")
+            if state_start == 0 and choose_dropout(cfg, base_model, max_steps, stream, log) and main:
+                cfg.save(run_dir.config_file)
+            warmup, eval_every, save_every, log_every = run_intervals(max_steps)
+            loss_fn.compiled = compile_layers(base_model, cfg, max_steps, log)
+            first_eval_compiles = bool(loss_fn.compiled)
+            phase("compiling" if loss_fn.compiled else "training")
+            last = step == max_steps
+        if not evaluated:
+            last_eval_at = first_eval_from(cfg, max_steps, eval_every)
         # due by the intervals this step ran under: a re-size below changes them, and must not
         # skip the evaluation (or save) it was planned around
         eval_due = interval_due(step, last_eval_at, eval_every, max_steps)
@@ -336,16 +397,19 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
             if resize or budget.no_time_for_another(seconds_left, eval_due, save_due):
                 left, planned_step_s = (0, None) if not resize else budget.steps_left(
                     seconds_left, step, (eval_due, save_due), (last_eval_at, last_save_at),
-                    lambda total: intervals(cfg, total, min_eval_every)[1:3], budget.eval_s or 0.0)
+                    lambda total: run_intervals(total)[1:3])
                 max_steps = step + left if left else step
                 state["max_steps"] = max_steps
-                warmup, eval_every, save_every, log_every = intervals(cfg, max_steps, min_eval_every)
+                warmup, eval_every, save_every, log_every = run_intervals(max_steps)
+                if not evaluated and not eval_due:
+                    last_eval_at = first_eval_from(cfg, max_steps, eval_every)
                 if resize:
                     log(f"measured {planned_step_s:.3f}s/step: run re-sized to {max_steps} steps to end "
                         f"within {cfg.time_budget_s:.0f}s ({seconds_left:.0f}s left)")
                 last = step == max_steps
         tokens_per_s = window_tokens / max(now - window_start, 1e-9)
-        eta = (max_steps - step) * (now - window_start) / max(window_steps, 1)
+        eta = (max(0.0, budget.left(now)) if timed and not last  # a timed run ends at its deadline
+               else (max_steps - step) * (now - window_start) / max(window_steps, 1))
         if step % log_every == 0 or last:
             metrics = dist.means({k: v / window_steps for k, v in window_metrics.items()}, info)
             record = {"step": step, "loss": window_loss / window_steps, **metrics, "lr": lr, "grad_norm": grad_norm,
@@ -358,7 +422,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         if progress and main:
             progress(step, max_steps, {"loss": step_loss, "lr": lr, "tokens_per_s": tokens_per_s, "eta_s": eta})
         if eval_due or last:
-            last_eval, last_eval_at = do_eval(step), step
+            last_eval, last_eval_at, evaluated = do_eval(step), step, True
         # every rank joins this all-reduce each step: a rank whose own flag is already set must not skip
         # it (the signal reaches ranks at different moments), or the others wait for it forever
         stop_now = dist.mean(float(stop.requested), info) > 0 if info.enabled else stop.requested
@@ -368,10 +432,13 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         if save_due or last or stop_now:
             do_save(step)
             last_save_at = step
-        if main and (now - last_status > 1.0 or last or stop_now):
+        if main and (now - last_status > 1.0 or last or stop_now or eval_due or save_due or step - state_start <= 2):
             last_status = now
             run_dir.write_status(step=step, total=max_steps, loss=step_loss, lr=lr, tokens_per_s=tokens_per_s,
-                                 eta_s=eta, elapsed_s=elapsed, tokens=state["tokens_seen"],
+                                 phase="finishing" if last else ("compiling" if loss_fn.compiled and
+                                                                 step - state_start < 2 else "training"),
+                                 eta_s=eta, elapsed_s=elapsed, wall_s=time.perf_counter() - started,
+                                 tokens=state["tokens_seen"],
                                  epoch=stream.epoch_at(step), **{k: v for k, v in last_eval.items() if k != "step"})
         if stop_now and not last:
             stopped = not sliced
@@ -382,15 +449,19 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
             return run_dir.write_status(state="paused", step=step, total=max_steps, eta_s=None)
         return {}
 
+    if timed and budget.timed_steps >= ROUGH_STEPS_TO_REMEMBER and main:  # the next run of this shape plans with it
+        step_times.remember(step_cache, step_key, budget.step_seconds / budget.timed_steps)
     final_figures = _final_report(objective, model, corpus, cfg, tokenizer, run_dir, step, main, log)
     final = latest_checkpoint(run_dir.checkpoints) if main else None
     if main:
+        wall = time.perf_counter() - started
         if stopped:
             run_dir.log_event(RunEvent("stopped", step=step))  # each face says how to go on in its own words
         else:
-            log(f"finished: {step} steps in {state['elapsed_s']:.0f}s of training, "
-                f"{time.perf_counter() - started:.0f}s since this process started (set-up included)")
+            log(f"finished: {step} steps in {wall:.0f}s of wall time ({state['elapsed_s'] - elapsed_before:.0f}s "
+                "of it in the training loop, the rest loading and preparing)")
         return run_dir.write_status(state="stopped" if stopped else "finished", step=step, total=max_steps,
+                                    wall_s=wall,
                                     final_checkpoint=str(final) if final else None,
                                     eta_s=0 if not stopped else None, **final_figures)
     return {}
@@ -416,16 +487,10 @@ def _final_report(objective, model, corpus, cfg: TrainConfig, tokenizer, run_dir
     return {**figures, "confusion": CONFUSION_FILE}
 
 
-def _eval_probe(objective, model, validation, cfg: TrainConfig, pad_id: int) -> float:
-    """Seconds one evaluation will take, from timing its first batch: until the first real one,
-    the budget plans with this (an objective with a frozen teacher or reference pays for that
-    model's forward pass too, so a fixed share of a training step would be far off)."""
-    rows = len(validation) if cfg.eval_batches <= 0 else min(len(validation), cfg.eval_batches * cfg.batch_size)
-    if not rows:
-        return 0.0
-    start = time.perf_counter()
-    objective.evaluate(model, eval_batches(validation, cfg.batch_size, 1, pad_id))
-    return (time.perf_counter() - start) * math.ceil(rows / cfg.batch_size)
+def _saved_parameters(model, cfg: TrainConfig) -> tuple[int, int]:
+    """(weights a checkpoint writes, weights that train): an adapter run writes only its adapter."""
+    trainable, total = count_parameters(model)
+    return (trainable if cfg.adapter_kind else total), trainable
 
 
 def _update(model, base_model, optimizer, scaler, micro: list, device, precision: Precision, loss_fn, cfg, info):

@@ -52,21 +52,28 @@ class Run:
     checkpoint: Path | None      # the checkpoint resumed from
     sized: bool = False          # whether the size or learning rate of a new model was chosen now
     memory: object = None        # the fine-tune's memory plan (training/memory.py); None for a new model
+    step_s: float | None = None  # seconds a step of the chosen size took when the sizes were timed (or None)
 
 
-def set_up(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, started: float, log) -> Run:
+def set_up(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, started: float, log,
+           phase=lambda _name: None) -> Run:
+    """`phase(name)` is told what the set-up is doing (the page shows it while the run has no step yet)."""
     memory = check_fits(cfg, device.split(":")[0], log)  # before anything is loaded: a run that cannot fit says so
     if memory is not None:
         log(f"memory: this run needs {memory.describe()}")
     torch.manual_seed(cfg.seed)
     precision = Precision(cfg.precision, device.split(":")[0])
+    phase("preparing_data")
     tokenizer = prepare_tokenizer(cfg, run, info)
     corpus = prepare_data(cfg, tokenizer, info)
     check_mode_kind(cfg.mode, corpus.kind, cfg.task)  # the kind the data turned out to be, before any model
     budget = Budget.start(cfg.time_budget_s, started) if cfg.time_budget_s > 0 else None
     # a new model's objective does not depend on the model: it times the candidate sizes
     objective = build_objective(cfg, None, tokenizer, device, precision, corpus, log) if cfg.new_model else None
-    sized = choose_new_model_size(cfg, tokenizer, corpus, device, precision, info, budget, log, objective)
+    if cfg.new_model and cfg.model.preset == "auto" and budget is not None and not cfg.max_steps:
+        phase("measuring_speed")  # the candidate sizes are timed
+    sized, step_s = choose_new_model_size(cfg, tokenizer, corpus, device, precision, info, budget, log, objective)
+    phase("building_model")
     base_model = build_model(cfg, tokenizer, device, precision.dtype, corpus.classes)
     objective = objective or build_objective(cfg, base_model, tokenizer, device, precision, corpus, log,
                                           info.rank, info.world)
@@ -92,7 +99,7 @@ def set_up(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, start
         if budget is not None:
             budget = Budget.start(cfg.time_budget_s, started, already_used=state.get("elapsed_s", 0.0))
     return Run(cfg, precision, tokenizer, corpus, budget, base_model, model, objective, optimizer,
-               precision.grad_scaler(), stream, state, checkpoint, sized, memory)
+               precision.grad_scaler(), stream, state, checkpoint, sized, memory, step_s)
 
 
 def prepare_tokenizer(cfg: TrainConfig, run: RunDir, info):
@@ -160,15 +167,18 @@ def prepare_data(cfg: TrainConfig, tokenizer, info):
 
 
 def choose_new_model_size(cfg: TrainConfig, tokenizer, corpus, device: str, precision: Precision, info,
-                          budget: Budget | None, log, objective=None) -> bool:
+                          budget: Budget | None, log, objective=None) -> tuple[bool, float | None]:
     """Fill `model.preset: auto` (and an unset learning rate) of a new model from what the run can
     afford (training/sizing.py). Returns whether anything was chosen. With a time budget each
     candidate size is timed by a short speed probe of the run's objective on this device, and the
     chosen one timed again (sizing.choose_timed_preset); with a step count or epochs the planned
-    tokens are known without one."""
+    tokens are known without one.
+
+    Returns (whether anything was chosen, the seconds a step of the chosen size took when timed, or
+    None): a time-budgeted run plans its first steps with that figure instead of timing them again."""
     if not cfg.new_model:
-        return False
-    chose = False
+        return False, None
+    chose, timed = False, {}
     if cfg.model.preset == "auto":
         tokens_per_step = cfg.batch_size * cfg.grad_accum * info.world * cfg.data.seq_len
 
@@ -181,6 +191,7 @@ def choose_new_model_size(cfg: TrainConfig, tokenizer, corpus, device: str, prec
             model = build_model(trial, tokenizer, device, precision.dtype).train()
             per_step = dist.mean(speed_probe(model, stream(), precision, objective, steps=2), info)
             del model
+            timed[preset] = per_step  # the newest timing of each size
             return per_step
 
         def tokens_for(per_step: float) -> float:
@@ -201,7 +212,7 @@ def choose_new_model_size(cfg: TrainConfig, tokenizer, corpus, device: str, prec
         log(choice.describe())
     if cfg.optim.lr is None:
         cfg.optim.lr, chose = pretrain_lr(cfg.model.preset), True
-    return chose
+    return chose, timed.get(cfg.model.preset)
 
 
 def choose_dropout(cfg: TrainConfig, model: torch.nn.Module, max_steps: int, stream: BatchStream, log) -> bool:

@@ -250,8 +250,9 @@ def test_auto_size_climbs_the_lstm_ladder(tmp_path, tokenizer_dir):
                       model__preset="auto", model__overrides={}, max_steps=1)
     cfg = cfg.resolved("cpu", False)
     logged = []
-    assert choose_new_model_size(cfg, load_tokenizer(tokenizer_dir), None, "cpu", None, DistInfo(), None,
-                                 logged.append)
+    chose, step_s = choose_new_model_size(cfg, load_tokenizer(tokenizer_dir), None, "cpu", None, DistInfo(), None,
+                                          logged.append)
+    assert chose and step_s is None  # sized from its step count: nothing was timed
     assert cfg.model.preset == "pico" and "pico" in logged[0]  # a 1-step run affords the smallest size
     assert cfg.optim.lr == pretrain_lr("pico")
 

@@ -1,0 +1,108 @@
+"""Short time budgets buy something (issue 44): no step is spent on measuring alone (the first real
+step plans the run, or the seconds a step of the same shape took before), the budget counts from the
+command's start, the first evaluation comes at about a tenth of the run so the validation curve is
+drawn while it trains, every phase is named in status.json, and a checkpoint's cost is guessed from
+what it writes. On the trainer's own clock (training_helpers.fake_clock): exact on any machine."""
+
+import json
+
+import pytest
+
+from minimind.training import RunDir, train
+from minimind.training import step_times
+from minimind.training.budget import process_age, save_guess
+from minimind.training.objectives.language_model import LanguageModel
+from minimind.training.run_dir import RunDir as RunFolder
+from training_helpers import fake_clock, make_config, write_text_corpus
+
+
+def _timed_config(tmp_path, tokenizer_dir, budget_s=20.0, **extra):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    corpus = write_text_corpus(tmp_path)
+    settings = {"compile": "off", "eval_every": 0, "save_every": 0, "eval_batches": 1, **extra}
+    return make_config(tmp_path, [corpus], model__tokenizer=str(tokenizer_dir), max_steps=0, time_budget_s=budget_s,
+                       **settings)
+
+
+def test_the_first_real_step_plans_the_run_no_probe_passes(tmp_path, tokenizer_dir, monkeypatch):
+    """Every forward pass of a run with no earlier figure trains: the loss is called once per
+    micro-batch of the steps it took (a speed probe made 4 passes more, 95 s of a 2-minute GRPO run)."""
+    fake_clock(monkeypatch)
+    calls = []
+    real_loss = LanguageModel.loss  # (the fake clock's)
+
+    def counted(self, model, batch):
+        calls.append(1)
+        return real_loss(self, model, batch)
+
+    monkeypatch.setattr(LanguageModel, "loss", counted)
+    status = train(_timed_config(tmp_path, tokenizer_dir, budget_s=6.0))
+    log = RunDir(tmp_path / "run").log_file.read_text()
+    assert "first step took" in log and "speed probe" not in log
+    assert len(calls) == status["step"]  # one micro-batch a step, nothing else
+    assert status["state"] == "finished"
+
+
+def test_a_run_of_a_shape_seen_before_plans_from_its_figure(tmp_path, tokenizer_dir, monkeypatch):
+    """The first run leaves its seconds per step in the cache; the next run of that shape plans
+    from them before its first step, and still ends within its budget."""
+    clock = fake_clock(monkeypatch)
+    cfg = _timed_config(tmp_path / "a", tokenizer_dir, budget_s=6.0)
+    train(cfg)
+    cache = tmp_path / "a" / "cache"
+    assert json.loads((cache / step_times.FILE).read_text())  # remembered
+    again = _timed_config(tmp_path / "a", tokenizer_dir, budget_s=6.0, run_dir=str(tmp_path / "a" / "run2"))
+    started = clock.now
+    status = train(again)
+    log = RunDir(tmp_path / "a" / "run2").log_file.read_text()
+    assert "planned from an earlier run of this shape" in log and "first step took" not in log
+    assert status["state"] == "finished" and clock.now - started <= 6.0
+
+
+def test_the_budget_counts_from_when_the_command_started(tmp_path, tokenizer_dir, monkeypatch):
+    """A command passes its process's start: the seconds before train() (the interpreter, imports)
+    are spent, so the run ends within the budget on the user's clock."""
+    clock = fake_clock(monkeypatch)
+    launched = clock.now
+    clock.now += 3.0  # three seconds of imports
+    status = train(_timed_config(tmp_path, tokenizer_dir, budget_s=6.0), started=launched)
+    assert status["state"] == "finished"
+    assert 6.0 - 1.0 < clock.now - launched <= 6.0  # (from the call to train() it ran to 9 s)
+    assert status["wall_s"] == pytest.approx(clock.now - launched)
+    assert 0.0 < process_age() < 120.0
+
+
+def test_the_validation_curve_starts_at_a_tenth_and_is_drawn_while_training(tmp_path, tokenizer_dir, monkeypatch):
+    """The first automatic evaluation falls at about a tenth of the run and two more come before
+    its end (evaluations spaced by their cost alone gave one point, at the end, in a 2-minute run)."""
+    fake_clock(monkeypatch)
+    status = train(_timed_config(tmp_path, tokenizer_dir, budget_s=12.0, eval_batches=20))
+    evaluated = sorted(r["step"] for r in RunDir(tmp_path / "run").read_metrics() if "val_loss" in r)
+    total = status["step"]
+    assert evaluated[-1] == total
+    assert evaluated[0] <= 0.15 * total, (evaluated, total)
+    assert len([s for s in evaluated if s < total]) >= 2, (evaluated, total)
+
+
+def test_every_phase_is_named_in_the_status(tmp_path, tokenizer_dir, monkeypatch):
+    """status.json names what the run is doing at each phase, so the page never shows a bare 'step 0/?'."""
+    fake_clock(monkeypatch)
+    seen = []
+    real_write = RunFolder.write_status
+
+    def watching(self, **fields):
+        if "phase" in fields and (not seen or seen[-1] != fields["phase"]):
+            seen.append(fields["phase"])
+        return real_write(self, **fields)
+
+    monkeypatch.setattr(RunFolder, "write_status", watching)
+    train(_timed_config(tmp_path, tokenizer_dir, budget_s=6.0))
+    assert seen[:3] == ["starting", "preparing_data", "building_model"]
+    assert {"measuring_speed", "training", "evaluating", "saving", "finishing"} <= set(seen), seen
+
+
+def test_a_save_is_guessed_from_what_it_writes():
+    """Before a save is timed, its cost comes from the bytes it writes: a LoRA adapter's save is not
+    three training steps (8 s of a GRPO run's budget, which then planned 4 steps where 8 fitted)."""
+    adapter, full = save_guess(150_000, 150_000), save_guess(5_000_000, 5_000_000)
+    assert 0.3 < adapter < 0.4 < full < 1.0
