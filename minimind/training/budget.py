@@ -64,9 +64,12 @@ def eval_every_at_least(cfg, validation_rows: int) -> int:
 
 
 def eval_cost_steps(cfg, validation_rows: int) -> float:
-    """An evaluation's guessed cost in training steps (per rank), until one has been timed."""
+    """An evaluation's guessed cost in training steps (per rank), until one has been timed: a batch
+    forward only, a third of a training step's; a GRPO batch, one answer a prompt where a step samples
+    group_size of them and trains on them (guessed at a third, it stopped a 2-minute run after its first step)."""
     val_batches = math.ceil(validation_rows / cfg.batch_size)
-    return min(cfg.eval_batches or val_batches, val_batches) / (3 * cfg.grad_accum)
+    per_batch = 1 / cfg.grpo.group_size if cfg.objective == "grpo" else 1 / 3
+    return min(cfg.eval_batches or val_batches, val_batches) * per_batch / cfg.grad_accum
 
 
 def intervals(cfg, total: int, min_eval_every: int) -> tuple[int, int, int, int]:

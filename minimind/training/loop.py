@@ -28,7 +28,7 @@ import minimind.training.distributed as dist
 import minimind.training.reporting as reporting
 from .allocator import MMAP_THRESHOLD, retain_freed_memory
 from .batches import eval_batches
-from .budget import (PROBE_PLAN_SHARE, eval_cost_steps, eval_every_at_least, first_eval_from, interval_due, intervals,
+from .budget import (PROBE_PLAN_SHARE, ROUGH_RESIZE_STEPS, TIME_FROM_STEP, eval_cost_steps, eval_every_at_least, first_eval_from, interval_due, intervals,
                      planned_steps, save_guess)
 from .checkpoint import latest_checkpoint, save_checkpoint
 from .compiling import LossWithFallback, compile_layers, wants_compile
@@ -373,7 +373,10 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
             plan_at_first_step = False
             timing = dist.means({"step_s": now - step_start, "left_s": budget.left(now)}, info)  # all ranks agree
             fit = int(PROBE_PLAN_SHARE * timing["left_s"] / timing["step_s"]) if timing["left_s"] > 0 else 0
-            max_steps, budget.rough, budget.rough_step_s = step + max(0, fit), True, timing["step_s"]
+            # a first step is often the slowest by far (a 20-s GRPO step before 2.5-s ones): the plan reaches
+            # the first re-size from measured steps at least, and the deadline check ends a truly slow run
+            fit = max(fit, TIME_FROM_STEP + ROUGH_RESIZE_STEPS) if timing["left_s"] > timing["step_s"] else 0
+            max_steps, budget.rough, budget.rough_step_s = step + fit, True, timing["step_s"]
             state["max_steps"] = max_steps
             log(f"first step took {timing['step_s']:.2f}s -> {max_steps} steps planned in {cfg.time_budget_s:.0f}s")
             if state_start == 0 and choose_dropout(cfg, base_model, max_steps, stream, log) and main:

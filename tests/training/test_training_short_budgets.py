@@ -106,3 +106,15 @@ def test_a_save_is_guessed_from_what_it_writes():
     three training steps (8 s of a GRPO run's budget, which then planned 4 steps where 8 fitted)."""
     adapter, full = save_guess(150_000, 150_000), save_guess(5_000_000, 5_000_000)
     assert 0.3 < adapter < 0.4 < full < 1.0
+
+
+def test_an_evaluation_is_guessed_by_what_it_does():
+    """A forward-only batch is a third of a training step; a GRPO batch writes one answer a prompt where a
+    step writes group_size and trains on them (guessed at a third, a 2-minute GRPO run stopped after a step)."""
+    from minimind.training import TrainConfig
+    from minimind.training.budget import eval_cost_steps
+
+    lm = TrainConfig.from_dict({"batch_size": 4, "eval_batches": 20})
+    grpo = TrainConfig.from_dict({"mode": "grpo", "batch_size": 4, "eval_batches": 20, "grpo": {"group_size": 8}})
+    assert eval_cost_steps(lm, 40) == pytest.approx(10 / 3)  # 10 batches of the 40 rows
+    assert eval_cost_steps(grpo, 40) == pytest.approx(10 / 8)
