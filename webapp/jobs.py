@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # How long torchrun's agent lets its ranks finish a step and save after Stop before it kills them
 # (its default, 30 s, can cut a large model's checkpoint short).
 STOP_GRACE_S = 900
+STAMPED = re.compile(r"(\d{8}-\d{6})(?:-|$)")  # a run id from before names: its time stamp first
 STOP_FILE = "stop-requested"  # a sliced run's Stop: no further slice starts once this file is in its folder
 
 
@@ -77,6 +80,24 @@ def _processes(run: RunDir) -> int:
         return 1
 
 
+def _created(run: RunDir) -> float:
+    """When the run was made: status.json's `created` (written by submit), else the time stamp of an
+    id made before runs had names (20261204-205959-...), else when its config was last written."""
+    created = run.read_status().get("created")
+    if isinstance(created, (int, float)):
+        return float(created)
+    stamp = STAMPED.match(run.path.name)
+    if stamp:
+        try:
+            return time.mktime(time.strptime(stamp.group(1), "%Y%m%d-%H%M%S"))
+        except (ValueError, OverflowError):
+            pass
+    try:
+        return run.config_file.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
 def _rounded(value, digits: int = 4):
     return round(value, digits) if isinstance(value, (int, float)) else value
 
@@ -97,9 +118,10 @@ class JobManager:
     # ---- queries ---------------------------------------------------------------
 
     def runs(self) -> list[RunDir]:
-        """Every run folder, newest first."""
+        """Every run folder, newest first (by when it was queued first: a run's id is its name, not a
+        time)."""
         found = [RunDir(p) for p in self.workspace.runs.iterdir() if (p / "config.yaml").is_file()]
-        return sorted(found, key=lambda r: r.path.name, reverse=True)
+        return sorted(found, key=lambda r: (_created(r), r.path.name), reverse=True)
 
     def table(self) -> list[dict]:
         rows = []
@@ -133,16 +155,24 @@ class JobManager:
 
     # ---- actions ---------------------------------------------------------------
 
-    def submit(self, config: TrainConfig, label: str = "") -> str:
-        """Queue a new run; it starts as soon as the device is free."""
-        path = self.workspace.new_run_dir(label or config.mode)
-        config.run_dir = str(path)
-        config.data.cache_dir = config.data.cache_dir or str(self.workspace.cache)
-        config.validate()
-        run = RunDir(path).create()
-        config.save(run.config_file)
-        run.write_status(state="queued", mode=config.mode, queued_at=time.time(), step=0,
-                         total=config.max_steps or None, resume=False)
+    def submit(self, config: TrainConfig, label: str = "", name: str | None = None, form: dict | None = None) -> str:
+        """Queue a new run; it starts as soon as the device is free. Its id is `name` made folder-safe
+        (Workspace.run_name), else "<label or mode>-<n>"; `form` (the page's values that made it) is kept
+        in its status, for the page to show them again while it trains."""
+        config.validate()  # before a folder is made for it
+        path = self.workspace.new_run_dir(label or config.mode, name=name)
+        try:
+            config.run_dir = str(path)
+            config.data.cache_dir = config.data.cache_dir or str(self.workspace.cache)
+            config.validate()
+            run = RunDir(path).create()
+            config.save(run.config_file)
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)  # no half-made run keeps the name
+            raise
+        now = time.time()
+        run.write_status(state="queued", mode=config.mode, queued_at=now, created=now, step=0,
+                         total=config.max_steps or None, resume=False, **({"form": form} if form else {}))
         self.pump()
         return path.name
 

@@ -44,6 +44,25 @@ def safe_name(name: str, max_len: int = 80) -> str:
     return stem[:max_len - len(suffix)] + suffix
 
 
+MAX_RUN_NAME = 24  # characters of a run's id at most: a plot's legend cuts its entries ("<run> · validation") near 30
+
+
+def run_name(name) -> str:
+    """A run name as typed (e.g. "Tang poems v2") made a run id: letters and digits of any script,
+    '-' and '_' (each other run of characters becomes one '-'), at most MAX_RUN_NAME characters.
+    A name with a path in it ("../x", "a/b") or nothing usable is refused: a run id is never a path."""
+    if not isinstance(name, str):
+        raise WorkspaceError(f"a run name must be text (got {type(name).__name__})")
+    text = unicodedata.normalize("NFC", name).strip()
+    if "/" in text or "\\" in text or ".." in text:
+        raise WorkspaceError(f"{name!r} is not a usable run name: a run name is a name, not a path "
+                             "(use letters, digits, '-' or '_')")
+    cleaned = re.sub(r"-{2,}", "-", re.sub(r"[^\w\-]+", "-", text)).strip("-_")[:MAX_RUN_NAME].rstrip("-_")
+    if not cleaned:
+        raise WorkspaceError(f"{name!r} is not a usable run name: use letters, digits, '-' or '_'")
+    return cleaned
+
+
 def use_private_gradio_temp(workspace: str | Path) -> Path:
     """Point Gradio's upload and file cache (machine-wide /tmp/gradio unless told otherwise) at
     <workspace>/cache/gradio, private to this server. Gradio reads GRADIO_TEMP_DIR when it is
@@ -203,15 +222,36 @@ class Workspace:
 
     # ---- runs and exports ---------------------------------------------------------
 
-    def new_run_dir(self, label: str = "") -> Path:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        name = f"{stamp}-{safe_name(label)}" if label else stamp
-        path = self.runs / name
-        n = 1
-        while path.exists():
-            n += 1
-            path = self.runs / f"{name}-{n}"
-        return path
+    def new_run_dir(self, label: str = "", name: str | None = None) -> Path:
+        """A new, empty folder runs/<id> for a run, made here (two runs started at once get two):
+        the id is `name` (run_name: a readable, folder-safe form of it) or, without one,
+        "<label>-<n>" (e.g. lora-3: the next number of that label), or a time stamp without a label;
+        "-2", "-3", ... follow a name already taken. Ids made before (time stamps) keep working."""
+        base = run_name(name) if name else ""
+        if not base and label:
+            base = f"{run_name(label)}-{self._next_number(run_name(label))}"
+        base = base or time.strftime("%Y%m%d-%H%M%S")
+        taken = {p.name.lower() for p in self.runs.iterdir()}
+        for n in range(1, 10_000):
+            suffix = "" if n == 1 else f"-{n}"
+            candidate = base[:MAX_RUN_NAME - len(suffix)].rstrip("-_") + suffix
+            if candidate.lower() in taken:
+                continue
+            path = self.runs / candidate
+            if path.resolve().parent != self.runs.resolve():  # (run_name allows no separator: never taken)
+                raise WorkspaceError(f"{name!r}: a run name must stay inside the runs folder")
+            try:
+                path.mkdir()
+                return path
+            except FileExistsError:  # another run took it meanwhile
+                continue
+        raise WorkspaceError(f"too many runs named {base!r}; choose another name")
+
+    def _next_number(self, label: str) -> int:
+        """1 + the highest n of the runs named <label>-<n> (1 for the first)."""
+        pattern = re.compile(re.escape(label) + r"-(\d{1,6})", re.IGNORECASE)
+        numbers = [int(m.group(1)) for p in self.runs.iterdir() if (m := pattern.fullmatch(p.name))]
+        return max(numbers, default=0) + 1
 
     def run_dir(self, run_id: str) -> Path:
         path = self.inside(Path("runs") / safe_name(run_id))
