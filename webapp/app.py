@@ -22,7 +22,7 @@ from .bounded import BoundedWork, WorkLimits, start_server
 from .context import AppContext
 from .downloads import add_download_route
 from .gate import Access, Gate, gradio_session_user
-from .i18n import I18N, t
+from .i18n import EN, I18N, t
 from .jobs import JobManager
 from .tabs import chat, corpus, export, train
 from .uploads import OnlyReceivedFiles, form_fields_within_limit
@@ -34,6 +34,10 @@ UPLOAD_ROUTE = "/gradio_api/upload"  # Gradio's upload: bounded by the upload li
 CSS = """
 .mm-progress { width: 100%; height: 14px; background: #e5e7eb; border-radius: 7px; overflow: hidden; }
 .mm-progress > div { height: 100%; background: #6366f1; transition: width .5s; }
+/* an error pop-up's title: Gradio writes "Error" whatever the page's language; a Chinese page says 出错了 */
+html:lang(zh) .toast-title.error { font-size: 0; gap: var(--size-1); }
+html:lang(zh) .toast-title.error::before { content: "出错了"; font-size: var(--text-lg); }
+html:lang(zh) .toast-title.error > * { font-size: var(--text-lg); }
 """
 
 
@@ -52,29 +56,13 @@ def build_blocks(ctx: AppContext) -> gr.Blocks:
                 chat.build(ctx)
             with gr.Tab(t("tab_export"), id="export", elem_id="tab-export"):
                 export.build(ctx)
-        with gr.Accordion(t("api"), open=False):
-            gr.Markdown(API_HELP)
+        with gr.Accordion(t("api"), open=False, elem_id="api-panel"):
+            gr.Markdown(t("api_help"), elem_id="api-help")
     return blocks
 
 
 EN_TITLE = "MiniMind Studio · MiniMind 工作室"
-API_HELP = """The same models answer at `/v1` (OpenAI-compatible: `GET /v1/models`,
-`POST /v1/chat/completions`, `POST /v1/completions`, streaming with `"stream": true`).
-
-```bash
-curl -s localhost:7860/v1/chat/completions -H 'Content-Type: application/json' \\
-  -d '{"model": "minimind-tang", "messages": [{"role": "user", "content": "續寫：床前明月光"}]}'
-```
-Classifier runs answer at `/api/classify` (not an OpenAI endpoint): `GET` lists them with their
-labels; `POST` gives the label probabilities of up to 64 texts.
-
-```bash
-curl -s localhost:7860/api/classify -H 'Content-Type: application/json' \\
-  -d '{"model": "run-<run id>", "texts": ["床前明月光，疑是地上霜"]}'
-```
-Set `MINIMIND_API_KEY` to require `Authorization: Bearer <key>`; with a login (`MINIMIND_AUTH`),
-`/v1` and `/api/classify` take that key, the page's user and password as HTTP Basic (`curl -u user:password`), or
-this page's session."""
+API_HELP = EN["api_help"]  # the API panel (its Chinese: ZH["api_help"], shown by the browser's locale)
 
 
 def sync_registry(ctx: AppContext, registry: ModelRegistry) -> None:

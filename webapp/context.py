@@ -18,6 +18,8 @@ from minimind.registry import ModelRegistry
 
 from .bounded import BoundedWork, WorkLimits
 from .classifiers import ClassifierCache
+from .errors_zh import error_zh
+from .i18n import language, tr
 from .jobs import JobManager
 from .uploads import UploadArea
 from .workspace import Workspace, WorkspaceError
@@ -59,10 +61,11 @@ class AppContext:
         """(label, id, folder) of every model a user can chat with or export; the id is
         `shipped:<name>`, `imported:<name>` (minimind.hub) or `run:<run id>`. The page and its API name
         models by id, never by folder."""
-        offered = [(f"shipped: {name}", f"shipped:{name}", path) for name, path in self.shipped().items()]
-        offered += [(f"imported: {name}", f"imported:{name}", path)
+        offered = [(tr("model_shipped", name=name), f"shipped:{name}", path) for name, path in self.shipped().items()]
+        offered += [(tr("model_imported", name=name), f"imported:{name}", path)
                     for name, path in self.workspace.imported_models().items()]
-        offered += [(label, f"run:{run_id}", folder) for run_id, label, folder in self.jobs.finished_models()]
+        offered += [(run_label(label), f"run:{run_id}", folder)
+                    for run_id, label, folder in self.jobs.finished_models()]
         return offered
 
     def model_choices(self) -> list[tuple[str, str]]:
@@ -79,6 +82,16 @@ class AppContext:
         raise WorkspaceError(f"{model_id!r} is not one of the shipped models, imported models or finished runs")
 
 
+_RUN_LABEL = re.compile(r"run (?P<run>\S+) \((?P<mode>[^,()]*), step (?P<step>\d+)\)")
+
+
+def run_label(label: str) -> str:
+    """A finished run's name in the model lists ("run <id> (<mode>, step <n>)", as the job manager
+    words it) in the request's language."""
+    found = _RUN_LABEL.fullmatch(label)
+    return tr("model_run", **found.groupdict()) if found else label
+
+
 # an absolute path of two or more parts (not a URL, not "chars/token"): shown by its last part only
 _ABSOLUTE_PATH = re.compile(r"(?<![\w.:/~])/(?:[^\s/'\"`:,;()]+/)+([^\s/'\"`:,;()]*)")
 
@@ -91,20 +104,39 @@ def without_paths(message: str) -> str:
 INTERNAL_ERROR = "something went wrong on the server; its log has the details (please report it)"
 
 
+def error_shown(message: str) -> str:
+    """An error's message as the page shows it: no server path, and in Chinese on a zh request
+    (errors_zh; the API and the CLI keep the English)."""
+    message = without_paths(message)
+    return error_zh(message) if language() == "zh" else message
+
+
+def _popup(err: Exception) -> gr.Error:
+    """The gr.Error a handler's error becomes: a page error (gr.Error) or a MiniMindError says its
+    message in the page's words; anything else is a bug, shown as one sentence with no traceback,
+    exception text or server path (the log keeps those)."""
+    if isinstance(err, gr.Error):
+        if language() != "zh" or not isinstance(err.message, str):
+            return err
+        return gr.Error(error_shown(err.message), duration=err.duration, visible=err.visible, title=err.title,
+                        print_exception=False)
+    if isinstance(err, MiniMindError):
+        return gr.Error(error_shown(str(err)), print_exception=False)
+    traceback.print_exc()
+    return gr.Error(error_shown(INTERNAL_ERROR), print_exception=False)
+
+
 def user_errors(fn):
-    """Show a MiniMindError's message in the page (gr.Error); anything else is a bug, shown as
-    one sentence with no traceback, exception text or server path (the log keeps those)."""
+    """Show a handler's error in the page as a pop-up (gr.Error), in the request's language (_popup)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except gr.Error:
-            raise
-        except MiniMindError as err:
-            raise gr.Error(without_paths(str(err)), print_exception=False) from None
-        except Exception:
-            traceback.print_exc()
-            raise gr.Error(INTERNAL_ERROR, print_exception=False) from None
+        except Exception as err:
+            popup = _popup(err)
+            if popup is err:
+                raise
+            raise popup from None
     return wrapper
 
 
@@ -114,13 +146,11 @@ def user_errors_gen(fn):
     def wrapper(*args, **kwargs):
         try:
             yield from fn(*args, **kwargs)
-        except gr.Error:
-            raise
-        except MiniMindError as err:
-            raise gr.Error(without_paths(str(err)), print_exception=False) from None
-        except Exception:
-            traceback.print_exc()
-            raise gr.Error(INTERNAL_ERROR, print_exception=False) from None
+        except Exception as err:
+            popup = _popup(err)
+            if popup is err:
+                raise
+            raise popup from None
     return wrapper
 
 

@@ -4,9 +4,16 @@ Fixed labels go through `t()`: Gradio translates them in the browser from its lo
 handler composes at run time (the Device line, run status, corpus statistics, export messages)
 goes through `tr()`, which answers in the language of the request being served (its
 Accept-Language, the same preference the browser's locale follows); without a request (an API
-client sends none, tests call handlers directly) it answers in English. Error messages from the
-library stay English by design."""
+client sends none, tests call handlers directly) it answers in English. A `tr()` made while the
+page is being built (no request yet: a dropdown's first choices) answers with a text the browser
+translates, as `t()` does.
 
+Errors, the trainer's log and the library's words stay English where they are raised (the CLI,
+the API and the logs say them as written); the zh page shows them in Chinese: an error pop-up
+through errors_zh (context.user_errors), a corpus's problems through errors_zh, the log through
+log_zh (run_view.log_text). Names stay as they are (MiniMind, LoRA, GRPO, model and file names)."""
+
+import hashlib
 import string
 
 import gradio as gr
@@ -200,6 +207,39 @@ EN = {
     "classifier": "Classifier", "classifier_b": "Second classifier",
     "classifier_info": "a finished classifier run (train one on a labelled corpus on the Train tab)",
     "try_side_by_side": "Side by side (two classifiers)",
+    # the zh page throughout (issue 44): corpus kinds, model and sample names, plots, the API panel
+    "kind_auto": "auto", "kind_text": "text", "kind_chat": "chat", "kind_instruction": "instruction",
+    "kind_preference": "preference", "kind_prompts": "prompts", "kind_labelled": "labelled",
+    "sample_tang_poems_sample": "Tang poems (2,016 poems, JSONL)",
+    "sample_shakespeare_sample": "Shakespeare: The Comedy of Errors (txt)",
+    "sample_tang_chat_sample": "Tang poem requests (314 chats, JSONL)",
+    "sample_tang_preference": "Tang poem preferences (720 pairs for DPO, JSONL)",
+    "sample_tang_prompts": "Tang poem prompts (2,000 requests for GRPO, JSONL)",
+    "sample_songci_sample": "Song ci (1,200 ci, simplified characters, JSONL)",
+    "model_shipped": "shipped: {name}", "model_imported": "imported: {name}",
+    "model_run": "run {run} ({mode}, step {step})",
+    "c_part": "**{name}:** mean {mean} {unit}, longest {longest}", "unit_characters": "characters",
+    "unit_tokens": "tokens", "yes": "yes",
+    "col_sample": "sample", "col_prompt": "prompt", "col_chosen": "chosen", "col_rejected": "rejected",
+    "col_answer": "answer", "col_reward": "reward",
+    "loss_legend": "loss on", "axis_loss": "loss", "axis_value": "value", "metric_legend": "metric",
+    "api_help": """The same models answer at `/v1` (OpenAI-compatible: `GET /v1/models`,
+`POST /v1/chat/completions`, `POST /v1/completions`, streaming with `"stream": true`).
+
+```bash
+curl -s localhost:7860/v1/chat/completions -H 'Content-Type: application/json' \\
+  -d '{"model": "minimind-tang", "messages": [{"role": "user", "content": "續寫：床前明月光"}]}'
+```
+Classifier runs answer at `/api/classify` (not an OpenAI endpoint): `GET` lists them with their
+labels; `POST` gives the label probabilities of up to 64 texts.
+
+```bash
+curl -s localhost:7860/api/classify -H 'Content-Type: application/json' \\
+  -d '{"model": "run-<run id>", "texts": ["床前明月光，疑是地上霜"]}'
+```
+Set `MINIMIND_API_KEY` to require `Authorization: Bearer <key>`; with a login (`MINIMIND_AUTH`),
+`/v1` and `/api/classify` take that key, the page's user and password as HTTP Basic (`curl -u user:password`), or
+this page's session.""",
 }
 
 ZH = {
@@ -381,9 +421,42 @@ ZH = {
     "classifier": "分类器", "classifier_b": "第二个分类器",
     "classifier_info": "已完成的分类器训练（在“训练”页用带标签的语料训练一个）",
     "try_side_by_side": "并排对比（两个分类器）",
+    "kind_auto": "自动 auto", "kind_text": "纯文本 text", "kind_chat": "对话 chat", "kind_instruction": "指令 instruction",
+    "kind_preference": "偏好对 preference", "kind_prompts": "提示 prompts", "kind_labelled": "带标签 labelled",
+    "sample_tang_poems_sample": "唐诗（2,016 首，JSONL）",
+    "sample_shakespeare_sample": "莎士比亚：《错误的喜剧》（txt）",
+    "sample_tang_chat_sample": "唐诗请求（314 段对话，JSONL）",
+    "sample_tang_preference": "唐诗偏好（720 对，用于 DPO，JSONL）",
+    "sample_tang_prompts": "唐诗提示（2,000 条请求，用于 GRPO，JSONL）",
+    "sample_songci_sample": "宋词（1,200 首，简体字，JSONL）",
+    "model_shipped": "内置：{name}", "model_imported": "已导入：{name}",
+    "model_run": "训练 {run}（{mode}，第 {step} 步）",
+    "c_part": "**{name}：** 平均 {mean} {unit}，最长 {longest}", "unit_characters": "个字符",
+    "unit_tokens": "个词元", "yes": "有",
+    "col_sample": "样例", "col_prompt": "提示", "col_chosen": "较好的回答", "col_rejected": "被拒绝的回答",
+    "col_answer": "回答", "col_reward": "奖励",
+    "loss_legend": "数据集", "axis_loss": "损失", "axis_value": "数值", "metric_legend": "指标",
+    "api_help": """同样的模型也在 `/v1` 回答（兼容 OpenAI：`GET /v1/models`、`POST /v1/chat/completions`、
+`POST /v1/completions`，用 `"stream": true` 流式输出）。
+
+```bash
+curl -s localhost:7860/v1/chat/completions -H 'Content-Type: application/json' \\
+  -d '{"model": "minimind-tang", "messages": [{"role": "user", "content": "續寫：床前明月光"}]}'
+```
+分类器训练在 `/api/classify` 回答（不是 OpenAI 的接口）：`GET` 列出它们及其标签；`POST` 给出最多 64 段文本的
+各标签概率。
+
+```bash
+curl -s localhost:7860/api/classify -H 'Content-Type: application/json' \\
+  -d '{"model": "run-<run id>", "texts": ["床前明月光，疑是地上霜"]}'
+```
+设置 `MINIMIND_API_KEY` 后需要 `Authorization: Bearer <key>`；设了登录（`MINIMIND_AUTH`）时，`/v1` 和
+`/api/classify` 接受这个密钥、本页面的用户名和密码（HTTP Basic：`curl -u user:password`），或本页面的会话。""",
 }
 
-I18N = gr.I18n(en=EN, zh=ZH, **{"zh-CN": ZH, "zh-TW": ZH})
+# what the browser translates: the tables above, and the texts `tr()` made while the page was built
+PAGE_EN, PAGE_ZH = dict(EN), dict(ZH)
+I18N = gr.I18n(en=PAGE_EN, zh=PAGE_ZH, **{"zh-CN": PAGE_ZH, "zh-TW": PAGE_ZH})
 
 
 def t(key: str):
@@ -409,10 +482,39 @@ def language(accept_language: str | None = None) -> str:
     return "zh" if first.startswith("zh") else "en"
 
 
+def building() -> bool:
+    """Whether the page is being built (inside its gr.Blocks, no request being served)."""
+    from gradio.context import Context, LocalContext
+
+    return LocalContext.request.get(None) is None and Context.root_block is not None
+
+
+def both(en: str, zh: str) -> str:
+    """A text given in both languages: in the request's language; while the page is built, a text
+    the browser translates (registered for it under a key of its own, as `t()`'s are)."""
+    if building():
+        key = "built:" + hashlib.sha1(f"{en}\0{zh}".encode()).hexdigest()[:16]
+        PAGE_EN[key], PAGE_ZH[key] = en, zh
+        return str(I18N(key))
+    return zh if language() == "zh" else en
+
+
+def _filled(key: str, lang: str, values: dict) -> str:
+    if lang != "zh":
+        return EN[key].format(**values) if values else EN[key]
+    from .errors_zh import KINDS, device_zh, memory_zh  # a device's, a memory need's, a corpus kind's words too
+
+    said = {"device": device_zh, "memory": memory_zh, "kind": lambda kind: KINDS.get(kind, kind)}
+    values = {name: said[name](value) if name in said else value for name, value in values.items()}
+    return ZH[key].format(**values) if values else ZH[key]
+
+
 def tr(key: str, lang: str | None = None, **values) -> str:
-    """A message composed on the server, in the language of the request being served."""
-    table = ZH if (lang or language()) == "zh" else EN
-    return table[key].format(**values) if values else table[key]
+    """A message composed on the server, in the language of the request being served (while the
+    page is built: in the browser's, see `both`)."""
+    if lang is None and building():
+        return both(_filled(key, "en", values), _filled(key, "zh", values))
+    return _filled(key, lang or language(), values)
 
 
 def headed(frame):

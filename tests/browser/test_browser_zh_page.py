@@ -34,7 +34,7 @@ def test_chinese_page_has_no_english_labels_left(tmp_path, studio_page):
 
     # Corpus: a bundled sample, inspected: the statistics the server composes are Chinese too
     page.get_by_role("combobox", name="……或使用内置示例").click()
-    page.get_by_role("option", name="Tang poems (2,016 poems, JSONL)").click()
+    page.get_by_role("option", name="唐诗（2,016 首，JSONL）").click()  # the samples' names are Chinese too
     page.locator("#inspect-btn").click()
     expect(page.locator("#corpus-summary")).to_contain_text("字符数", timeout=60_000)
     expect(page.locator("#corpus-problems")).to_contain_text("未发现问题")

@@ -205,7 +205,7 @@ def compare(ctx: AppContext, picked, axis="step"):
     runs, axis = chosen_runs(ctx, picked), axis or "step"
     curve = overlay(runs, axis)
     series = list(dict.fromkeys(curve["series"]))
-    plot = gr.update(value=curve if len(curve) else None, x_title=tr(AXES[axis][1]),
+    plot = gr.update(value=curve if len(curve) else None, x_title=tr(AXES[axis][1]), y_title=tr("axis_loss"),
                      color_title=tr("cmp_legend"), colors_in_legend=series or None)
     return plot, headed(metrics_table(runs))
 

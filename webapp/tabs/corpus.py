@@ -18,8 +18,10 @@ from minimind.errors import CorpusError
 
 from .. import work
 from ..bounded import WorkLimitError
-from ..context import SAMPLES, SAMPLES_DIR, AppContext, form_number, shown, user_errors, without_paths
-from ..i18n import headed, language, t, tr
+from ..context import SAMPLES, SAMPLES_DIR, AppContext, error_shown, form_number, shown, user_errors, without_paths
+from ..errors_zh import KINDS as KIND_WORDS
+from ..errors_zh import NOTE, error_zh
+from ..i18n import EN, headed, language, t, tr
 from ..workspace import ALLOWED_TYPES, WorkspaceError
 
 
@@ -95,7 +97,8 @@ def inspect(ctx: AppContext, uploads, sample, kind, text_field, split, strict, l
         stats, spelled, counting = ctx.bounded.run(work.inspect_files, names, config, tokenizers,
                                                    what="reading the corpus")
     except (CorpusError, WorkLimitError) as err:
-        return (tr("corpus_unusable"), _histogram_plot(None), _samples([]), f"❌ {without_paths(str(err))}", files)
+        return (tr("corpus_unusable"), _histogram_plot(None), headed(_samples([])), f"❌ {error_shown(str(err))}",
+                files)
     units = unit(stats.kind)
     count_key = f"c_{units}" if f"c_{units}" in UNIT_WORDS else "c_documents"
     rows = [tr("c_kind", kind=stats.kind), tr(count_key, n=f"{stats.documents:,}"),
@@ -104,8 +107,7 @@ def inspect(ctx: AppContext, uploads, sample, kind, text_field, split, strict, l
         rows += [tr("c_tokens", n=f"{stats.tokens:,}", model=counting),
                  tr("c_chars_per_token", v=f"{stats.chars_per_token:.2f}")]
     for name, part in stats.parts.items():
-        tokens = stats.part_tokens.get(name)
-        rows.append(f"**{name.capitalize()}:** {part}" + (f"; {tokens}" if tokens else ""))
+        rows.append(part_row(name, part, stats.part_tokens.get(name)))
     if stats.kind == "prompts":  # for GRPO: what the rewards can check beyond the text
         asks = ", ".join(f"{name} {n:,}" for name, n in stats.params.items()) or tr("none")
         rows.append(tr("c_reward_fields", asks=asks))
@@ -114,14 +116,28 @@ def inspect(ctx: AppContext, uploads, sample, kind, text_field, split, strict, l
              for f in stats.files]
     rows += coverage_rows(spelled)
     problems = []
+    zh = language() == "zh"  # the library's words about the files: in Chinese where errors_zh knows them
     if stats.skipped_count:
         problems.append(tr("c_skipped", n=f"{stats.skipped_count:,}"))
-        problems += [f"- {without_paths(str(s))}" for s in stats.skipped]
-    problems += [f"- ⚠️ {without_paths(w)}" for w in stats.warnings]
+        problems += [f"- {error_zh(without_paths(str(s)), lead=None) if zh else without_paths(str(s))}"
+                     for s in stats.skipped]
+    problems += [f"- ⚠️ {error_zh(without_paths(w), lead=NOTE) if zh else without_paths(w)}" for w in stats.warnings]
     if stats.empty:
         problems.append(tr("c_empty", n=f"{stats.empty:,}"))
-    return ("\n\n".join(rows), _histogram_plot(stats.length_histogram), _samples(stats.samples, stats.kind),
-            "\n".join(problems) or tr("c_no_problems"), files)
+    return ("\n\n".join(rows), _histogram_plot(stats.length_histogram),
+            headed(_samples(stats.samples, stats.kind)), "\n".join(problems) or tr("c_no_problems"), files)
+
+
+def part_row(name: str, part, tokens=None) -> str:
+    """A preference pair's (or prompt's) part: its mean and longest length, in characters (and tokens)."""
+    if language() != "zh":
+        return f"**{name.capitalize()}:** {part}" + (f"; {tokens}" if tokens else "")
+    said = [tr("c_part", name=tr(f"col_{name}") if f"col_{name}" in EN else name, mean=f"{part.mean:,.1f}",
+               unit=tr(f"unit_{part.unit}") if f"unit_{part.unit}" in EN else part.unit, longest=f"{part.max:,}")]
+    if tokens:
+        said.append(f"{tokens.mean:,.1f} / {tokens.max:,} "
+                    + (tr(f"unit_{tokens.unit}") if f"unit_{tokens.unit}" in EN else tokens.unit))
+    return "；".join(said)
 
 
 def coverage_rows(spelled: dict[str, work.CoverageFacts]) -> list[str]:
@@ -235,11 +251,24 @@ def save(ctx: AppContext, name, files, kind, text_field, split, strict, train_to
 
 
 def corpora_table(ctx: AppContext) -> pd.DataFrame:
-    rows = [{"corpus": c["name"], "kind": c.get("summary", {}).get("kind", ""),
+    zh = language() == "zh"
+    rows = [{"corpus": c["name"], "kind": kind_word(c.get("summary", {}).get("kind", ""), zh),
              "documents": c.get("summary", {}).get("documents", 0),
-             "tokenizer": "yes" if (ctx.workspace.corpora / c["name"] / "tokenizer" / "tokenizer.json").is_file() else ""}
+             "tokenizer": tr("yes") if (ctx.workspace.corpora / c["name"] / "tokenizer" / "tokenizer.json").is_file()
+             else ""}
             for c in ctx.workspace.list_corpora()]
     return pd.DataFrame(rows, columns=CORPORA_COLUMNS)  # none saved yet: the headers, no blank row
+
+
+def kind_word(kind: str, zh: bool) -> str:
+    """A corpus kind (text, chat, ...) in the page's words."""
+    return KIND_WORDS.get(kind, kind) if zh else kind
+
+
+def sample_choices() -> list[tuple]:
+    """The bundled samples: (label translated in the browser, the sample's name the handlers take)."""
+    return [(t(f"sample_{Path(file).stem}") if f"sample_{Path(file).stem}" in EN else name, name)
+            for name, file in SAMPLES.items()]
 
 
 def build(ctx: AppContext) -> None:
@@ -249,8 +278,8 @@ def build(ctx: AppContext) -> None:
             uploads = gr.File(label=t("upload"), file_count="multiple",
                               file_types=list(ALLOWED_TYPES))
         with gr.Column(scale=1):
-            sample = gr.Dropdown(list(SAMPLES), value=None, label=t("sample"))
-            kind = gr.Dropdown(list(KINDS), value="auto", label=t("kind"))
+            sample = gr.Dropdown(sample_choices(), value=None, label=t("sample"))
+            kind = gr.Dropdown([(t(f"kind_{k}"), k) for k in KINDS], value="auto", label=t("kind"))
             text_field = gr.Textbox(label=t("text_field"), placeholder="text")
             label_field = gr.Textbox("", label=t("label_field"), placeholder="label", info=t("label_field_info"),
                                      elem_id="corpus-label-field")
@@ -262,7 +291,8 @@ def build(ctx: AppContext) -> None:
         histogram = gr.BarPlot(x="length", y="documents", label=t("histogram"), sort=None, height=240,
                                x_title=t("chars_per_doc"), y_title=t("docs_per_bar"), x_label_angle=-35,
                                elem_id="corpus-histogram")
-    samples = gr.Dataframe(_samples([]), label=t("samples"), wrap=True, max_height=240, elem_id="corpus-samples")
+    samples = gr.Dataframe(lambda: headed(_samples([])), label=t("samples"), wrap=True, max_height=240,
+                           elem_id="corpus-samples")
     problems = gr.Markdown(elem_id="corpus-problems")
     with gr.Row():
         name = gr.Textbox(label=t("corpus_name"), placeholder="my-corpus")

@@ -24,7 +24,8 @@ from minimind.errors import MiniMindError
 
 from ..context import AppContext, user_errors, without_paths
 from ..downloads import download_list
-from ..i18n import headed, t, tr
+from ..errors_zh import HELD_OUT, error_zh
+from ..i18n import headed, language, t, tr
 
 DEFAULT_FORMATS = ["hf", "gguf-q8_0"]
 COLUMNS = ["format", "file", "size MB", "perplexity", "source perplexity", "delta %", "greedy match", "status"]
@@ -51,10 +52,15 @@ def _eval_text(ctx: AppContext, eval_file) -> tuple[list[str] | None, str | None
     return None, None, None
 
 
+def _said(error: str) -> str:
+    """An export's error in the request's language (errors_zh knows the common ones)."""
+    return error_zh(error, lead=None) if error and language() == "zh" else error
+
+
 def _row(r, download: Path | None, classifier: bool) -> dict:
     row = {"format": r.format, "file": download.name if download else "",
            "size MB": round(r.size_bytes / 2**20, 2) if r.size_bytes else None,
-           "status": tr("x_verified") if r.verified else tr("x_failed", error=without_paths(r.error or ""))}
+           "status": tr("x_verified") if r.verified else tr("x_failed", error=_said(without_paths(r.error or "")))}
     if classifier:
         known = r.accuracy is not None
         return {**row, "accuracy %": round(100 * r.accuracy, 2) if known else None,
@@ -84,6 +90,8 @@ def run_export(ctx: AppContext, model_id, formats, eval_file):
         if download:
             downloads.append(download)
     text = next((r.eval_name for r in results if r.eval_name), None)
+    if text and language() == "zh":
+        text = HELD_OUT.say(text) or text
     message = tr("x_written", folder=out_root.relative_to(ctx.workspace.root))
     if text and classifier:
         accuracy = next((r.source_accuracy for r in results if r.source_accuracy is not None), None)

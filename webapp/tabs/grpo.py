@@ -16,7 +16,7 @@ from minimind.training.config import GrpoSection
 from minimind.training.rewards import describe_rewards
 
 from ..context import form_number
-from ..i18n import t
+from ..i18n import both, t
 from ..workspace import WorkspaceError
 
 REWARD_KINDS = describe_rewards()
@@ -29,6 +29,29 @@ DEFAULTS = {"group_size": GrpoSection.group_size, "max_new_tokens": GrpoSection.
 ROLLOUT_ROWS = 40          # held-out answers the table shows, newest evaluation first
 _LIST_SEPARATORS = re.compile(r"[\n,，、]")
 EXAMPLE = '[{"name": "form", "weight": 1.0}, {"name": "contains", "weight": 0.5, "text": "月"}]'
+# the built-in rewards' descriptions and parameters' help in Chinese (a reward or parameter missing
+# here shows the library's English): reward -> its description, (reward, parameter) -> its help
+REWARDS_ZH = {
+    "form": "回答符合要求的格律诗体裁（句数和每句字数）；接近时给部分分。",
+    "rhyme": "偶数句押同一个韵（现代普通话韵母，不计声调）；大多押韵时给部分分。",
+    "length": "回答长度在范围之内；超出范围时线性降到 0。",
+    "regex": "回答中能找到一个正则表达式。",
+    "contains": "回答包含的必需文本所占的比例。",
+    "avoid": "1 减去回答包含的禁用文本所占的比例。",
+    "no_repetition": "不重复的字符 n 元组所占的比例：惩罚自我重复。",
+    "format": "回答以开头标记开始、以结尾标记结束，中间有文本。",
+    ("form", "form"): "五言绝句 / 七言绝句 / 五言律诗 / 七言律诗（或 五绝 …）；留空：用记录的 form 字段，否则用提示中写明的体裁",
+    ("length", "min_chars"): "最少字符数，不计空白（0 = 不限）",
+    ("length", "max_chars"): "最多字符数（0 = 不限）",
+    ("length", "min_lines"): "最少非空行数（0 = 不限）",
+    ("length", "max_lines"): "最多非空行数（0 = 不限）",
+    ("regex", "pattern"): "一个正则表达式，最多 200 个字符，每个计数重复最多 1,000 次",
+    ("contains", "text"): "回答必须包含的文本（加上每条记录的 must_contain）",
+    ("avoid", "text"): "回答不能包含的文本（加上每条记录的 must_avoid）",
+    ("no_repetition", "n"): "比较的字符 n 元组长度",
+    ("format", "open"): "回答开头的文本",
+    ("format", "close"): "回答结尾的文本",
+}
 
 
 # ---- page inputs -> config ---------------------------------------------------------------------
@@ -119,12 +142,14 @@ def rollout_table(run: RunDir) -> pd.DataFrame | None:
 def _param_input(reward: str, param: dict):
     elem_id = f"reward-{reward}-{param['name']}"
     label = param["name"] + (" *" if param["required"] else "")
+    zh = REWARDS_ZH.get((reward, param["name"]), param["help"])
     if param["kind"] in ("int", "float"):
         return gr.Number(param["default"], precision=0 if param["kind"] == "int" else None, label=label,
-                         info=param["help"], elem_id=elem_id, min_width=120)
+                         info=both(param["help"], zh), elem_id=elem_id, min_width=120)
     listed = param["kind"] == "list"
     return gr.Textbox(", ".join(param["default"]) if listed else param["default"], label=label,
-                      info=param["help"] + ("; separate texts with commas" if listed else ""),
+                      info=both(param["help"] + ("; separate texts with commas" if listed else ""),
+                                zh + ("；多个文本用逗号分隔" if listed else "")),
                       elem_id=elem_id, max_lines=1, min_width=160)
 
 
@@ -135,7 +160,8 @@ def reward_inputs() -> tuple[list, list]:
     for kind in REWARD_KINDS:
         name, on = kind["name"], kind["name"] in DEFAULT_REWARDS
         with gr.Row(elem_id=f"reward-{name}", equal_height=False):
-            ticked = gr.Checkbox(on, label=name, info=kind["description"], elem_id=f"reward-{name}-on", scale=2)
+            said = both(kind["description"], REWARDS_ZH.get(name, kind["description"]))
+            ticked = gr.Checkbox(on, label=name, info=said, elem_id=f"reward-{name}-on", scale=2)
             with gr.Column(visible=on, scale=3) as box, gr.Row():
                 weight = gr.Number(DEFAULT_REWARDS.get(name, 1.0), label=t("reward_weight"),
                                    elem_id=f"reward-{name}-weight", min_width=100)

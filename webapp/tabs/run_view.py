@@ -4,7 +4,9 @@ Everything here reads the run folder (status.json, metrics.jsonl, samples.jsonl,
 its events, confusion.json) and nothing else, so a run started by the CLI reads the same. The
 trainer's moments that a terminal and the page word differently ("resume with --resume" against
 a Resume button) arrive as events (minimind/training/events.py) and are said here in the page's
-words; the rest of the log is shown as written, without server paths.
+words; the rest of the log is shown as written (on a zh request, its lines log_zh knows in Chinese),
+without server paths. A zh request also gets the plots' titles, legends and series, the run states
+and the run errors in Chinese (an API client, which sends no language, gets the English as before).
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from minimind.training.run_dir import LOG_TIME_CHARS
 
 from .. import classifiers
 from ..context import AppContext, without_paths
-from ..i18n import EN, headed, tr
+from ..errors_zh import device_zh, error_zh
+from ..i18n import EN, headed, language, tr
+from ..log_zh import log_text_zh, metric_zh
 from . import compare, grpo
 
 LEGEND_TITLE = "loss on"  # the loss plot's legend title (its entries: train, validation)
@@ -74,7 +78,7 @@ def watch(ctx: AppContext, run_id):
         active = ctx.jobs.active()
         run_id = active.path.name if active else (run_choices(ctx) or [None])[0]
     if not run_id:
-        return "", "", None, "", runs, queue_md, gr.update()
+        return "", "", loss_plot(None), "", runs, queue_md, gr.update()
     run = RunDir(ctx.workspace.run_dir(run_id))  # a run of this workspace, by id: never a path
     s = run.read_status()
     step, total = s.get("step", 0) or 0, s.get("total") or 0
@@ -83,7 +87,8 @@ def watch(ctx: AppContext, run_id):
            f"<div id='run-progress' data-step='{step}' data-total='{total}'>"
            + tr("p_line", state=state_word(s.get("state")), step=step, total=total or "?", pct=f"{pct:.0f}",
                 eta=duration(s.get("eta_s"))) + "</div>")
-    facts = [tr("f_state", v=state_word(s.get("state"))), tr("f_device", v=s.get("device", "?")),
+    device = s.get("device", "?")
+    facts = [tr("f_state", v=state_word(s.get("state"))), tr("f_device", v=device_zh(device) if zh() else device),
              tr("f_architecture", v=compare.architecture_label(compare.run_architecture(run)))]
     if s.get("slice"):  # a run in ZeroGPU's GPU slices
         facts.append(tr("f_slice", k=s["slice"], s=f"{s.get('slice_s') or 0:.0f}"))
@@ -101,7 +106,7 @@ def watch(ctx: AppContext, run_id):
         facts.append(tr("f_error", v=error_words(s["error"], s.get("error_event"))))
     if s.get("final_checkpoint"):
         facts.append(tr("f_model", v=f"`{Path(s['final_checkpoint']).relative_to(ctx.workspace.root)}`"))
-    return (bar, " · ".join(facts), loss_curve(run), log_text(run), runs, queue_md,
+    return (bar, " · ".join(facts), loss_plot(loss_curve(run)), log_text(run), runs, queue_md,
             gr.update(choices=run_choices(ctx), **({"value": run_id} if picked else {})))
 
 
@@ -110,9 +115,15 @@ def state_word(state) -> str:
     return tr(f"state_{state}") if f"state_{state}" in EN else str(state or "?")
 
 
+def zh() -> bool:
+    return language() == "zh"
+
+
 def runs_table(ctx: AppContext) -> pd.DataFrame:
-    """Every run of the workspace, newest first; before the first run, no rows under named columns."""
-    rows = [{**row, "error": error_words(row["error"], row.get("error_event"))} for row in ctx.jobs.table()]
+    """Every run of the workspace, newest first; before the first run, no rows under named columns.
+    Its states and errors in the request's words."""
+    rows = [{**row, "state": state_word(row.get("state")), "error": error_words(row["error"], row.get("error_event"))}
+            for row in ctx.jobs.table()]
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
 
@@ -126,13 +137,17 @@ def error_words(error, event) -> str:
     """A run's error as the page shows it: its event in the page's words when status.json has one
     (error_event), else the error as written; never a server path."""
     said = RunEvent.from_dict(event) if event else None
-    return without_paths(event_words(said) if said else error or "")
+    if said:
+        return without_paths(event_words(said))
+    error = without_paths(error or "")
+    return error_zh(error, lead=None) if error and zh() else error
 
 
 def log_text(run: RunDir, lines: int = LOG_LINES) -> str:
     """The end of the run's train.log for the page: each event's line in the page's words (after
     the time it was written), every other line as written; never a server path."""
-    return without_paths("\n".join(text[:LOG_TIME_CHARS] + event_words(event) if event else text
+    word = log_text_zh if zh() else str  # the trainer's own lines: in Chinese on a zh request (log_zh)
+    return without_paths("\n".join(text[:LOG_TIME_CHARS] + event_words(event) if event else word(text)
                                     for text, event in run.log_lines(lines)))
 
 
@@ -177,13 +192,21 @@ def loss_curve(run: RunDir) -> pd.DataFrame | None:
     rows = []
     for r in run.read_metrics():
         if "loss" in r:
-            rows.append({"step": r["step"], "loss": r["loss"], "series": "train"})
+            rows.append({"step": r["step"], "loss": r["loss"], "series": tr("cmp_train")})
         if "val_loss" in r:
-            rows.append({"step": r["step"], "loss": r["val_loss"], "series": "validation"})
-    for series in ("train", "validation"):
+            rows.append({"step": r["step"], "loss": r["val_loss"], "series": tr("cmp_validation")})
+    for series in (tr("cmp_train"), tr("cmp_validation")):
         if rows and not any(row["series"] == series for row in rows):
             rows.append({"step": rows[0]["step"], "loss": None, "series": series})
     return pd.DataFrame(rows, columns=["step", "loss", "series"]) if rows else None
+
+
+def loss_plot(curve: pd.DataFrame | None):
+    """The loss plot's new value; on a zh request with its axis and legend titles in Chinese (the
+    plot is built with the English ones: a Gradio plot's titles are not translated in the browser)."""
+    if not zh():
+        return curve
+    return gr.update(value=curve, x_title=tr("cmp_x_step"), y_title=tr("axis_loss"), color_title=tr("loss_legend"))
 
 
 def run_objective(run: RunDir, status: dict | None = None) -> str:
@@ -241,8 +264,12 @@ def watch_objective(ctx: AppContext, run_id, drawn=None):
     the legend, which makes Gradio 6 redraw the plot; a value-only update would leave a new
     series undrawn. Unchanged series update the values only, so the plot does not flicker."""
     curve = objective_curve(RunDir(ctx.workspace.run_dir(run_id))) if run_id else None
+    if curve is not None and zh():  # the series by their Chinese names
+        curve = curve.assign(series=curve["series"].map(metric_zh))
     series = list(dict.fromkeys(curve["series"])) if curve is not None else []
     update = gr.update(value=curve, visible=curve is not None)
+    if zh():
+        update.update(x_title=tr("cmp_x_step"), y_title=tr("axis_value"), color_title=tr("metric_legend"))
     if series != (drawn or []):
         update["colors_in_legend"] = series or None
     return update, series
@@ -253,7 +280,7 @@ def watch_rollouts(ctx: AppContext, run_id):
     if not run_id:
         return gr.update(value=None, visible=False)
     table = grpo.rollout_table(RunDir(ctx.workspace.run_dir(run_id)))
-    return gr.update(value=table, visible=table is not None)
+    return gr.update(value=headed(table) if table is not None else None, visible=table is not None)
 
 
 def watch_confusion(ctx: AppContext, run_id, drawn=None):
