@@ -22,7 +22,7 @@ from minimind import MiniMindForCausalLM
 from minimind.tokenizer import build_tokenizer
 
 # how many inputs /start_training takes (the page's Train form; the newest last, each with a default)
-START_INPUTS = 30
+START_INPUTS = 31
 
 
 # the sample corpora a page test saves, by the name it saves them under: (file in samples/, summary)
@@ -194,9 +194,21 @@ class StudioPage:
         self.page.locator("#train-mode").get_by_text(mode, exact=True).click()
         pick(self.page, "Corpus", corpus)
 
+    def open_advanced(self) -> None:
+        """Train tab: open its Advanced settings (closed at first), unless they are open."""
+        from playwright.sync_api import expect
+
+        content = self.page.locator("#train-advanced [data-testid=accordion-content]")
+        if not content.is_visible():
+            self.page.locator("#train-advanced .label-wrap").first.click()
+            expect(content).to_be_visible()
+
     def fill_train_form(self, *, steps=None, seq_len=None, batch_size=None, lr=None, eval_every=None) -> None:
-        """Train tab: type the numbers given into their fields (the others keep their values)."""
+        """Train tab: type the numbers given into their fields (the others keep their values), the
+        Advanced settings opened for those under them."""
         page = self.page
+        if any(value is not None for value in (seq_len, batch_size, lr, eval_every)):
+            self.open_advanced()
         fields = [(page.locator("#train-steps input"), steps), (page.get_by_label("Sequence length"), seq_len),
                   (page.get_by_label("Batch size"), batch_size), (page.get_by_label("Learning rate"), lr),
                   (page.get_by_label("Evaluate every (steps, 0 = auto)"), eval_every)]

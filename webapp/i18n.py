@@ -19,6 +19,10 @@ import string
 import gradio as gr
 
 EN = {
+    # the Train tab's two layers and run names (train.py)
+    "advanced": "Advanced settings",
+    "run_name": "Run name",
+    "run_name_info": "optional: names the run in the Runs table, the comparison and the API (default: <mode>-<n>)",
     "title": "MiniMind Studio",
     "subtitle": "Train a small language model from nothing, fine-tune it, chat with it, export it.",
     "tab_corpus": "Corpus", "tab_train": "Train", "tab_chat": "Chat", "tab_export": "Export",
@@ -243,6 +247,10 @@ this page's session.""",
 }
 
 ZH = {
+    # the Train tab's two layers and run names (train.py)
+    "advanced": "高级设置",
+    "run_name": "训练名称",
+    "run_name_info": "可选：在训练列表、对比和 API 中用这个名字称呼这次训练（默认：<模式>-<序号>）",
     "title": "MiniMind 工作室",
     "subtitle": "从零训练一个小语言模型，微调它，与它对话，导出它。",
     "tab_corpus": "语料", "tab_train": "训练", "tab_chat": "对话", "tab_export": "导出",

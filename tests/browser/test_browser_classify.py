@@ -49,7 +49,8 @@ def test_a_new_user_trains_a_classifier_sees_its_confusion_matrix_and_tries_it(t
 
     # Train: the labelled corpus offers the classification task
     page.get_by_role("tab", name="Train").click()
-    expect(page.locator("#train-classify")).to_be_hidden()
+    expect(page.locator("#train-corpus input")).to_have_value("lines")  # the corpus saved last, offered first
+    expect(page.locator("#train-classify")).to_be_visible()
     pick(page, "Start from", "shipped: minimind-tang")
     pick(page, "Corpus", "lines")
     expect(page.locator("#train-classify")).to_be_visible()

@@ -29,6 +29,7 @@ def _train(studio_page, ws: Workspace, architecture: str) -> str:
 
     pick(page, "Start from", "new model: pico")
     page.locator("#train-mode").get_by_text("pretrain", exact=True).click()
+    studio_page.open_advanced()  # a new model's architecture is an advanced setting
     expect(page.locator("#train-architecture")).to_be_visible()
     pick(page, "Architecture", architecture)
     pick(page, "Corpus", "shakespeare")

@@ -1,7 +1,10 @@
-"""The Train tab in headless Chromium, as a newcomer meets it: the Runs table has named columns
-before any run; a LoRA run of the shipped MiniMind-Tang for a budget in minutes draws both loss
-lines, named in the legend, without a reload; a run stopped from the page says in the page's
-words how to go on (no command-line hint), and once resumed and finished, says so."""
+"""The Train tab in headless Chromium, as a newcomer meets it: the basics shown (the corpus saved
+last already chosen), the rest under closed Advanced settings; the Runs table has named columns
+before any run; a LoRA run of the shipped MiniMind-Tang, named on the form, for a budget in minutes
+is that name in the Runs table and draws both loss lines, named in the legend, without a reload; a
+run stopped from the page says in the page's words how to go on (no command-line hint), and once
+resumed and finished, says so; after Start the bar never shows the previous run; and the browser's
+console logs no error all along."""
 
 import re
 
@@ -26,7 +29,22 @@ def test_minutes_budget_both_loss_lines_and_stop_resume_in_page_words(studio_pag
     ws.save_corpus("chats", [ROOT / "samples" / "tang_chat_sample.jsonl"], {"kind": "auto"},
                    {"kind": "chat", "documents": 314})
     page = studio_page()  # the shipped models of the repository
+    errors = []  # what the browser's console says is wrong (a script's exception included)
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
     page.get_by_role("tab", name="Train").click()
+    # two layers: the basics, each mode's own fields only for it, and the rest under closed Advanced settings
+    for basic in ("#train-base", "#train-mode", "#train-corpus", "#train-stop-after", "#train-steps",
+                  "#train-run-name", "#estimate-btn", "#start-btn"):
+        expect(page.locator(basic)).to_be_visible()
+    expect(page.locator("#train-corpus input")).to_have_value("chats")  # the corpus saved last
+    expect(page.locator("#train-advanced")).to_be_visible()
+    expect(page.locator("#train-advanced [data-testid=accordion-content]")).to_be_hidden()
+    for advanced in ("#train-batch", "#train-seq-len", "#train-lr", "#train-precision", "#train-processes",
+                     "#train-report-to"):
+        expect(page.locator(advanced)).to_be_hidden()
+    for other_modes in ("#train-beta", "#train-teacher", "#train-grpo", "#train-architecture"):
+        expect(page.locator(other_modes)).to_be_hidden()
     runs = page.locator("#runs-table")
     for moment in ("as drawn", "after the page's first watch"):
         if moment != "as drawn":
@@ -40,6 +58,8 @@ def test_minutes_budget_both_loss_lines_and_stop_resume_in_page_words(studio_pag
     pick(page, "Start from", "shipped: minimind-tang")
     pick(page, "Corpus", "chats")
     studio_page.fill_train_form(seq_len=64, batch_size=4, eval_every=2)
+    expect(page.locator("#train-rank")).to_be_visible()  # LoRA trains: its rank and alpha show
+    page.locator("#train-run-name").get_by_role("textbox").fill("tang minutes")
     expect(page.locator("#train-minutes")).to_be_hidden()
     page.locator("#train-stop-after").get_by_text("minutes", exact=True).click()
     expect(page.locator("#train-minutes")).to_be_visible()
@@ -47,6 +67,8 @@ def test_minutes_budget_both_loss_lines_and_stop_resume_in_page_words(studio_pag
     page.locator("#train-minutes input").fill("0.5")
     page.locator("#start-btn").click()
     expect(page.locator("#train-message")).to_contain_text("Queued", timeout=60_000)
+    expect(page.locator("#train-run input")).to_have_value("tang-minutes")  # its name, made folder-safe
+    expect(runs.locator("tbody tr").first).to_contain_text("tang-minutes")
 
     # both lines, named, drawn live: no reload of the page
     # (the legend, not the plot's label "Loss (train and validation)"; Gradio 6 leaves a line
@@ -74,7 +96,12 @@ def test_minutes_budget_both_loss_lines_and_stop_resume_in_page_words(studio_pag
     page.locator("#train-stop-after").get_by_text("steps", exact=True).click()
     expect(page.locator("#train-steps")).to_be_visible()
     studio_page.fill_train_form(steps=150, eval_every=0)
+    page.locator("#train-run-name").get_by_role("textbox").fill("")  # no name: <mode>-<n>
     page.locator("#start-btn").click()
+    expect(page.locator("#train-run input")).to_have_value("lora-1", timeout=60_000)
+    for _ in range(30):  # the new run at once, never the previous one's "finished"
+        assert "finished" not in page.locator("#train-progress").inner_text()
+        page.wait_for_timeout(100)
     expect(page.locator("#train-progress")).to_contain_text(re.compile(r"running: step [1-9]"),
                                                             timeout=300_000)
     page.locator("#stop-btn").click()
@@ -94,3 +121,4 @@ def test_minutes_budget_both_loss_lines_and_stop_resume_in_page_words(studio_pag
     expect(message).to_contain_text("finished: 150 steps", timeout=90_000)
     expect(message).not_to_contain_text("resume")
     assert "--resume" not in page.locator("body").inner_text() + log.input_value()
+    assert errors == []

@@ -90,7 +90,7 @@ def _training(url: str, **values) -> list:
     order = ["base", "mode", "corpus", "steps", "batch", "seq_len", "lr", "accum", "precision", "rank", "alpha",
              "eval_every", "weights", "beta", "teacher", "temperature", "kl_weight", "rewards", "group_size",
              "grpo_beta", "max_new_tokens", "stop_after", "minutes", "processes", "parallel", "report_to",
-             "extend_vocab", "architecture", "task", "class_weights"]
+             "extend_vocab", "architecture", "task", "class_weights", "run_name"]
     data = _defaults(url, "/start_training")
     assert len(data) == len(order)
     for name, value in values.items():

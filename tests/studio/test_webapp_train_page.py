@@ -14,7 +14,8 @@ from webapp.i18n import EN, ZH
 from webapp.jobs import JobManager
 from webapp.tabs import run_view, train_form
 from webapp.tabs.train_form import TrainForm
-from webapp.workspace import WorkspaceError
+from webapp import workspace
+from webapp.workspace import Workspace, WorkspaceError
 from webapp_helpers import START_INPUTS, LiveServer, free_port, page_workspace
 
 NUMBERS = {"steps": 5, "batch": 2, "seq_len": 64, "lr": 1e-4, "accum": 1,
@@ -165,7 +166,8 @@ def test_the_api_takes_a_minutes_budget_last_and_serves_named_columns(tmp_path):
             "/start_training"]["parameters"]
         assert len(params) == START_INPUTS and [p["parameter_default"] for p in params[21:23]] == ["steps", 10]
         # then processes, parallelism and report_to (tests/studio/test_webapp_processes.py)
-        assert [p["parameter_default"] for p in params[23:]] == [1, "ddp", [], False, "rope", "generate", ""]  # processes, parallelism, report_to, extend_vocab, architecture, task, class_weights
+        # processes, parallelism, report_to, extend_vocab, architecture, task, class_weights, run_name
+        assert [p["parameter_default"] for p in params[23:]] == [1, "ddp", [], False, "rope", "generate", "", ""]
         progress, facts, curve, log, runs, queue, run_id = client.predict("", api_name="/watch_run")
         assert runs["headers"] == run_view.RUN_COLUMNS and runs["data"] == []
         ctx = AppContext(ws, JobManager(ws), shipped_dir=shipped)
@@ -190,3 +192,167 @@ def test_an_emptied_or_odd_form_value_gets_a_sentence_naming_it(ctx, field, valu
         TrainForm(base=BASE, mode="lora", corpus="chats", **{**NUMBERS, field: value}).to_config(ctx)
     with pytest.raises(WorkspaceError, match="start from must be one of the page's choices"):
         TrainForm(base=[BASE], mode="lora", corpus="chats", **NUMBERS).to_config(ctx)
+
+
+# ---- named runs ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("typed, made", [("Tang poems v2", "Tang-poems-v2"), ("  lora_run  ", "lora_run"),
+                                         ("唐诗 第一次", "唐诗-第一次"), ("a.b:c*?d", "a-b-c-d"), ("--x--", "x"),
+                                         ("x" * 80, "x" * workspace.MAX_RUN_NAME)])
+def test_a_run_name_is_made_folder_safe(typed, made):
+    assert workspace.run_name(typed) == made
+    assert workspace.safe_name(made) == made  # what run_dir looks a run up by: the same id
+
+
+@pytest.mark.parametrize("typed", ["../../etc", "a/b", "..", "a\\b", "/tmp/x", "  ", "😀", "...", 3, ["x"]])
+def test_a_run_name_with_a_path_or_nothing_usable_is_refused(tmp_path, typed):
+    ws = Workspace(tmp_path / "ws")
+    with pytest.raises(WorkspaceError, match="run name"):
+        ws.new_run_dir("lora", name=typed) if str(typed).strip() else workspace.run_name(typed)
+    assert list(ws.runs.iterdir()) == []  # nothing made, inside the runs folder or out of it
+    assert not (tmp_path / "etc").exists() and not (tmp_path / "ws" / "etc").exists()
+
+
+def test_run_ids_are_readable_unique_and_old_time_stamps_still_work(tmp_path):
+    ws = Workspace(tmp_path / "ws")
+    assert [ws.new_run_dir("lora").name for _ in range(3)] == ["lora-1", "lora-2", "lora-3"]
+    assert ws.new_run_dir("grpo").name == "grpo-1"  # numbered per mode
+    assert [ws.new_run_dir("lora", name="tang").name for _ in range(3)] == ["tang", "tang-2", "tang-3"]
+    assert ws.new_run_dir("lora", name="TANG").name == "TANG-4"  # one run per name, whatever its case
+    assert ws.new_run_dir("lora", name="lora-7").name == "lora-7"
+    assert ws.new_run_dir("lora").name == "lora-8"  # the next number after the highest
+    assert ws.new_run_dir("sft", name="x" * 40).name == "x" * workspace.MAX_RUN_NAME
+    assert ws.new_run_dir("sft", name="x" * 40).name == "x" * (workspace.MAX_RUN_NAME - 2) + "-2"  # still short
+    for made in ws.runs.iterdir():
+        assert made.parent == ws.runs and made.is_dir()
+    old = RunDir(ws.runs / "20261204-205959-pretrain").create()  # a run named before runs had names
+    TrainConfig.from_dict({"mode": "pretrain", "max_steps": 4, "data": {"files": ["x"]}}).save(old.config_file)
+    old.write_status(state="finished", mode="pretrain", step=4, total=4)
+    assert ws.run_dir("20261204-205959-pretrain") == old.path
+
+
+def test_runs_are_listed_newest_first_by_when_they_were_made_not_by_name(ctx):
+    old = _run(ctx, "20261204-205959-pretrain", {"state": "finished", "mode": "pretrain"})  # a time-stamped id
+    zebra = _run(ctx, "zebra", {"state": "finished", "mode": "lora", "created": 1.0e10})  # made later, named z
+    apple = _run(ctx, "apple", {"state": "queued", "mode": "lora", "created": 1.0e10 + 5})
+    assert [r.path.name for r in ctx.jobs.runs()] == ["apple", "zebra", old.path.name]
+    assert run_view.run_choices(ctx) == ["apple", "zebra", old.path.name]
+    assert list(run_view.runs_table(ctx)["run"]) == ["apple", "zebra", old.path.name]
+    assert zebra.path.name == "zebra" and apple.path.name == "apple"
+
+
+def test_a_named_run_is_that_name_in_the_runs_table_the_run_box_the_legend_and_the_api(ctx, monkeypatch):
+    from webapp.app import sync_registry
+    from webapp.tabs import compare, train
+
+    monkeypatch.setattr(ctx.jobs, "pump", lambda: None)  # queued only: nothing trains here
+    named = TrainForm(base=BASE, mode="lora", corpus="chats", **NUMBERS, run_name="tang poems")
+    choice, said = train.start(ctx, named)
+    assert choice["value"] == "tang-poems" and "tang-poems" in choice["choices"] and "tang-poems" in said
+    assert list(run_view.runs_table(ctx)["run"]) == ["tang-poems"]
+    default = train.start(ctx, TrainForm(base=BASE, mode="lora", corpus="chats", **NUMBERS))[0]["value"]
+    assert default == "lora-1"
+    again = train.start(ctx, named)[0]["value"]
+    assert again == "tang-poems-2"  # a name taken: the next free one
+    with pytest.raises(WorkspaceError, match="not a path"):
+        train.start(ctx, TrainForm(base=BASE, mode="lora", corpus="chats", **NUMBERS, run_name="../../x"))
+    assert sorted(p.name for p in ctx.workspace.runs.iterdir()) == ["lora-1", "tang-poems", "tang-poems-2"]
+    status = RunDir(ctx.workspace.runs / "tang-poems").read_status()
+    assert status["form"]["run_name"] == "tang poems" and status["form"]["corpus"] == "chats"
+
+    run = RunDir(ctx.workspace.runs / "tang-poems")  # finished: a model, listed by the API under its name
+    run.append_metrics({"step": 5, "loss": 3.0})
+    run.append_metrics({"step": 5, "val_loss": 3.1})
+    final = run.checkpoints / "step-5"
+    final.mkdir(parents=True)
+    (final / "config.json").write_text("{}")
+    run.write_status(state="finished", step=5, final_checkpoint=str(final))
+    assert ("run:tang-poems" in {model_id for _, model_id in ctx.model_choices()})
+    added = []
+
+    class Registry:
+        def names(self):
+            return []
+
+        def __contains__(self, name):
+            return False
+
+        def add_folder(self, path, name):
+            added.append(name)
+
+    sync_registry(ctx, Registry())
+    assert "run-tang-poems" in added  # /v1/models: run-<run id>
+    series = set(compare.overlay([run])["series"])
+    assert series == {"tang-poems · train", "tang-poems · validation"}  # the legend says the name, short
+
+
+# ---- the form: its two layers and what shows for each mode -----------------------------------
+
+@pytest.mark.parametrize("mode, weights, base, shown", [
+    ("lora", "full", BASE, {"rank", "alpha", "extend_vocab"}),
+    ("qlora", "full", BASE, {"rank", "alpha", "extend_vocab"}),
+    ("sft", "full", BASE, {"extend_vocab"}),
+    ("pretrain", "full", "new:auto", {"architecture"}),
+    ("pretrain", "full", BASE, {"extend_vocab"}),
+    ("dpo", "full", BASE, {"weights", "beta"}),
+    ("dpo", "lora", BASE, {"weights", "beta", "rank", "alpha"}),
+    ("distill", "full", "new:auto", {"weights", "teacher", "temperature", "kl_weight", "architecture"}),
+    ("distill", "qlora", BASE, {"weights", "teacher", "temperature", "kl_weight", "rank", "alpha"}),
+    ("grpo", "full", BASE, {"weights", "grpo"}),  # full-weight GRPO: no LoRA rank or alpha
+    ("grpo", "lora", BASE, {"weights", "grpo", "rank", "alpha"}),
+])
+def test_fields_show_only_for_the_modes_that_use_them(mode, weights, base, shown):
+    from webapp.tabs import train
+
+    assert {name for name, on in train_form.shown_fields(mode, weights, base).items() if on} == shown
+    updates = train.visibility(mode, weights, base, "generate")
+    assert [u["visible"] for u in updates] == [bool(shown & set(train.OBJECTIVE_ROW))] + [
+        name in shown for name in train.VISIBLE]
+    hidden_vocab = updates[1 + train.VISIBLE.index("extend_vocab")]
+    assert ("value" in hidden_vocab) is ("extend_vocab" not in shown)  # hidden: unticked, not left ticked
+    assert train_form.shown_fields("lora", task="classify")["class_weights"]
+    assert not train_form.shown_fields("lora", task="generate")["class_weights"]
+
+
+def test_the_corpus_is_the_one_saved_last_and_a_reload_shows_the_training_runs_form(tmp_path, monkeypatch):
+    from helpers import ROOT
+
+    from webapp.tabs import train
+
+    ws, shipped = page_workspace(tmp_path, corpora=())
+    ctx = AppContext(ws, JobManager(ws), shipped_dir=shipped)
+    assert train_form.last_corpus(ctx) is None and "value" not in train.opened(ctx)["corpus"]
+    for name, when in (("zeta", 300.0), ("alpha", 100.0), ("mid", 200.0)):
+        ws.save_corpus(name, [ROOT / "samples" / "tang_chat_sample.jsonl"], {"kind": "auto"}, {"kind": "chat"})
+        meta = ws.corpora / name / "corpus.json"
+        meta.write_text(meta.read_text().replace('"created": ', f'"created": {when}, "was": '))
+    assert train_form.last_corpus(ctx) == "zeta"  # saved last, whatever its name
+    opened = train.opened(ctx)
+    assert opened["corpus"]["value"] == "zeta" and opened["picked"] is False and "steps" not in opened
+    assert train.newest_corpus(ctx, False, None)["value"] == "zeta"
+    assert "value" not in train.newest_corpus(ctx, True, "alpha")  # the user's choice is kept
+
+    monkeypatch.setattr(ctx.jobs, "pump", lambda: None)
+    typed = TrainForm(base=BASE, mode="lora", corpus="mid", **{**NUMBERS, "steps": 7, "seq_len": 96}, run_name="r")
+    train.start(ctx, typed)  # queued: a reload while it waits (or trains) shows what it was started with
+    opened = train.opened(ctx)
+    assert opened["corpus"]["value"] == "mid" and opened["picked"] is True
+    assert opened["steps"]["value"] == 7 and opened["seq_len"]["value"] == 96 and opened["run_name"]["value"] == "r"
+    assert "rewards" not in opened
+    RunDir(ws.runs / "r").write_status(state="finished")
+    assert "steps" not in train.opened(ctx)  # no run trains: the page's own defaults
+
+
+def test_a_plot_once_drawn_never_gets_none():
+    """Gradio 6's plot leaves size watchers behind when its value becomes None, and they then read its
+    removed drawing (the console's "Cannot read properties of null (reading 'offsetWidth')")."""
+    from webapp.tabs import train
+
+    empty = train.kept_drawn(None, train.LOSS_COLUMNS)
+    assert list(empty.columns) == train.LOSS_COLUMNS and len(empty) == 0 and empty["step"].dtype == float
+    lines = train.kept_drawn(None, train.LOSS_COLUMNS, ("train", "validation"))  # both lines named from the start
+    assert list(lines["series"]) == ["train", "validation"] and lines["loss"].isna().all()
+    update = train.kept_drawn({"__type__": "update", "value": None, "x_title": "步数"}, train.LOSS_COLUMNS)
+    assert update["x_title"] == "步数" and len(update["value"]) == 0
+    assert train.kept_drawn({"__type__": "update", "visible": True}, train.LOSS_COLUMNS) == {
+        "__type__": "update", "visible": True}  # no value given: none set

@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+import time
 
 import gradio as gr
+import pandas as pd
+from gradio.context import get_render_context
 
 from minimind.hardware import detect
-from minimind.training import TrainConfig
-from minimind.training.config import (ADAPTER_MODES, CLASSIFY_MODES, EXTENDABLE, PRECISIONS, DistillSection,
-                                      DpoSection)
+from minimind.training import RunDir, TrainConfig
+from minimind.training.config import CLASSIFY_MODES, EXTENDABLE, PRECISIONS, DistillSection, DpoSection
 from minimind.training.reporting import REPORT_TO
 
 from .. import work
@@ -35,7 +37,7 @@ from . import compare, grpo
 from .run_view import (LEGEND_TITLE, duration, run_choices, run_message, runs_table, watch, watch_confusion,
                        watch_objective, watch_rollouts)
 from .train_form import (HUB_CHOICE, MAX_MINUTES, MODES, TrainForm, base_choices, corpus_choices, corpus_kind,
-                         default_base, defaults_for, max_processes, teacher_choices)
+                         default_base, defaults_for, last_corpus, max_processes, shown_fields, teacher_choices)
 
 FORM_FIELDS = [f.name for f in dataclasses.fields(TrainForm)]  # the estimate / start_training parameters, in order
 ESTIMATE_GPU_S = 60  # the GPU call an estimate asks ZeroGPU for
@@ -82,8 +84,9 @@ def coverage_note(config: TrainConfig, spelled: work.CoverageFacts | None) -> st
 
 
 def start(ctx: AppContext, form: TrainForm):
+    name = form.run_id_name()  # a path or an unusable name is refused before anything is checked or made
     config = form.to_config(ctx)
-    run_id = ctx.jobs.submit(config, label=config.mode)
+    run_id = ctx.jobs.submit(config, label=config.mode, name=name, form=dataclasses.asdict(form))
     return gr.update(choices=run_choices(ctx), value=run_id), tr("queued", run_id=run_id)
 
 
@@ -101,6 +104,71 @@ def on_corpus(ctx: AppContext, corpus, mode, weights, task=None):
     return gr.update(visible=labelled), new_task, new_mode, lr_, steps_, batch_
 
 
+def visibility(mode, weights, base, task) -> list:
+    """The updates of the mode-dependent fields (VISIBLE, in order) for this mode, weights, start and
+    task (train_form.shown_fields), the objective row first (shown when any of its fields is). A
+    hidden "add the corpus's characters" is unticked: it would refuse a run the page no longer offers
+    it for."""
+    shown = shown_fields(mode, weights, base, task)
+    updates = [gr.update(visible=any(shown[name] for name in OBJECTIVE_ROW))]
+    for name in VISIBLE:
+        hide_value = {"value": False} if name == "extend_vocab" and not shown[name] else {}
+        updates.append(gr.update(visible=shown[name], **hide_value))
+    return updates
+
+
+OBJECTIVE_ROW = ("weights", "beta", "teacher", "temperature", "kl_weight")  # the dpo / distill / grpo row
+VISIBLE = (*OBJECTIVE_ROW, "grpo", "rank", "alpha", "architecture", "extend_vocab", "class_weights")
+ACTIVE_OR_WAITING = ("queued", "running", "stopping", "paused")
+FRESH_START_S = 6.0  # after Start, a watch asked for about another run is not shown for this long
+
+
+def training_form(ctx: AppContext) -> dict | None:
+    """The form values that started the run training now (else the oldest one waiting), as its status
+    keeps them; None when no run trains or waits, or it was started elsewhere (the CLI, an older page)."""
+    run = ctx.jobs.active()
+    if run is None:
+        waiting = ctx.jobs.queue()
+        run = RunDir(ctx.workspace.run_dir(waiting[0])) if waiting else None
+    kept = run.read_status().get("form") if run is not None else None
+    return kept if isinstance(kept, dict) else None
+
+
+def opened(ctx: AppContext) -> dict:
+    """What the Train tab shows when a page opens: the lists as they are now; the form of the run
+    that trains or waits (a reload shows the values it was started with, not an empty form); else the
+    corpus saved last. Field -> its update, and "picked": whether the corpus is the user's choice."""
+    kept = training_form(ctx) or {}
+    updates = {name: gr.update(value=kept[name]) for name in FORM_FIELDS if name in kept and name not in NOT_RESTORED}
+    updates["base"] = gr.update(choices=base_choices(ctx), **({"value": kept["base"]} if "base" in kept else {}))
+    updates["teacher"] = gr.update(choices=teacher_choices(ctx), **({"value": kept["teacher"]} if kept.get("teacher")
+                                                                    else {}))
+    corpus = kept.get("corpus") or last_corpus(ctx)
+    updates["corpus"] = gr.update(choices=corpus_choices(ctx), **({"value": corpus} if corpus else {}))
+    updates["picked"] = bool(kept.get("corpus"))
+    return updates
+
+
+NOT_RESTORED = ("rewards",)  # filled from the reward boxes before each click: the boxes are what the page shows
+
+
+def newest_corpus(ctx: AppContext, picked, current):
+    """The corpus box when the Train tab is opened: the corpus saved last, unless the user chose one
+    (then only the list is renewed)."""
+    last = last_corpus(ctx)
+    if picked or not last or last == current:
+        return gr.update(choices=corpus_choices(ctx))
+    return gr.update(choices=corpus_choices(ctx), value=last)
+
+
+def session_id() -> str | None:
+    """The page session of the request being served (None for a call without one)."""
+    from gradio.context import LocalContext
+
+    request = LocalContext.request.get(None)
+    return getattr(request, "session_hash", None) if request is not None else None
+
+
 def stop(ctx: AppContext, run_id) -> str:
     if not run_id:
         raise WorkspaceError("choose a run")
@@ -113,18 +181,39 @@ def resume(ctx: AppContext, run_id) -> str:
     return ctx.jobs.resume(run_id)
 
 
+def kept_drawn(plot, columns: list[str], series: tuple[str, ...] = ()):
+    """A plot's new value, never None once drawn: a table without values instead (one point without a
+    value per `series`, which a plot whose lines are fixed at its first draw needs, as the loss plot's
+    (see run_view.loss_curve)). Gradio 6's plot removes its drawing when its value becomes None, but the
+    size watchers it made stay and then read the removed drawing ("Cannot read properties of null
+    (reading 'offsetWidth')" in the browser's console)."""
+    x, y, color = columns
+    empty = pd.DataFrame({x: pd.Series([0.0] * len(series), dtype=float),
+                          y: pd.Series([None] * len(series), dtype=float), color: pd.Series(series, dtype=str)})
+    if isinstance(plot, dict) and plot.get("value", 0) is None:
+        return {**plot, "value": empty}
+    return empty if plot is None else plot
+
+
+LOSS_COLUMNS = ["step", "loss", "series"]
+OBJECTIVE_COLUMNS = ["step", "value", "series"]
+
+
 def build(ctx: AppContext) -> None:
     gr.Markdown(device_line)
     if not ctx.workspace.persistent:  # a Space without persistent storage: say so before anything is made
         gr.Markdown(lambda: tr("storage_note"), elem_id="storage-note")
     lr0, steps0, batch0 = defaults_for("lora")
     teachers = teacher_choices(ctx)
+    base0 = default_base(ctx)
+    shown0 = shown_fields("lora", "full", base0, "generate")
+    # the basics: what to start from, how, on what, for how long, under which name; the rest is Advanced
     with gr.Row():
-        base = gr.Dropdown(base_choices(ctx), label=t("base"), value=default_base(ctx), elem_id="train-base",
+        base = gr.Dropdown(base_choices(ctx), label=t("base"), value=base0, elem_id="train-base",
                            allow_custom_value=True)
         mode = gr.Radio([(t(f"mode_{m}"), m) for m in MODES], value="lora", label=t("mode"),
                         info=t("mode_info"), elem_id="train-mode")
-        corpus = gr.Dropdown(corpus_choices(ctx), label=t("corpus"), value=None, elem_id="train-corpus",
+        corpus = gr.Dropdown(corpus_choices(ctx), label=t("corpus"), value=last_corpus(ctx), elem_id="train-corpus",
                              allow_custom_value=True)
     with gr.Row(visible=False, elem_id="train-import") as import_row:  # "a Hugging Face model" only
         hub_source = gr.Textbox(label=t("hub_source"), info=t("hub_source_info"), elem_id="train-hub-source")
@@ -135,7 +224,7 @@ def build(ctx: AppContext) -> None:
                         label=t("task"), info=t("task_info"), elem_id="train-task")
         class_weights = gr.Radio([(t("class_weights_none"), ""), (t("class_weights_balanced"), "balanced")],
                                  value="", label=t("class_weights"), info=t("class_weights_info"),
-                                 elem_id="train-class-weights")
+                                 elem_id="train-class-weights", visible=shown0["class_weights"])
     with gr.Row(visible=False, elem_id="train-objective") as objective_row:  # dpo, distill and grpo only
         weights = gr.Radio([(t("weights_full"), "full"), ("LoRA", "lora"), ("QLoRA", "qlora")], value="full",
                            label=t("weights"), elem_id="train-weights", visible=False)
@@ -169,27 +258,32 @@ def build(ctx: AppContext) -> None:
         steps = gr.Number(value=steps0, label=t("max_steps"), elem_id="train-steps")
         minutes = gr.Number(value=10, label=t("minutes"), info=t("minutes_info"), minimum=0.1, maximum=MAX_MINUTES,
                             elem_id="train-minutes", visible=False)
-        batch = gr.Number(value=batch0, label=t("batch_size"))
-        seq_len = gr.Number(value=256, label=t("seq_len"))
-        lr = gr.Number(value=lr0, label=t("lr"))
-        accum = gr.Number(value=1, label=t("grad_accum"))
-    with gr.Row():
-        precision = gr.Dropdown(list(PRECISIONS), value="auto", label=t("precision"))
-        rank = gr.Number(value=16, label=t("lora_rank"))
-        alpha = gr.Number(value=32, label=t("lora_alpha"))
-        eval_every = gr.Number(value=0, label=t("eval_every"))
-    with gr.Row():
-        processes = gr.Number(value=1, minimum=1, maximum=max_processes(), label=t("processes"),
-                              info=t("processes_info"), elem_id="train-processes")
-        parallel = gr.Radio([(name, value) for value, name in PARALLEL.items()], value="ddp",
-                            label=t("parallelism"), info=t("parallelism_info"), elem_id="train-parallel")
-        report_to = gr.CheckboxGroup([(TRACKERS[name], name) for name in REPORT_TO], value=[],
-                                     label=t("report_to"), info=t("report_to_info"), elem_id="train-report-to")
-        extend_vocab = gr.Checkbox(value=False, label=t("extend_vocab"), info=t("extend_vocab_info"),
-                                   elem_id="train-extend-vocab")
-        architecture = gr.Dropdown(compare.architecture_choices(), value=compare.DEFAULT_ARCHITECTURE,
-                                   label=t("architecture"), info=t("architecture_info"), elem_id="train-architecture",
-                                   allow_custom_value=True, visible=False)  # a new model only (see on_base)
+        run_name = gr.Textbox("", label=t("run_name"), info=t("run_name_info"), max_length=200,
+                              elem_id="train-run-name")
+    with gr.Accordion(t("advanced"), open=False, elem_id="train-advanced"):
+        with gr.Row():
+            batch = gr.Number(value=batch0, label=t("batch_size"), elem_id="train-batch")
+            seq_len = gr.Number(value=256, label=t("seq_len"), elem_id="train-seq-len")
+            lr = gr.Number(value=lr0, label=t("lr"), elem_id="train-lr")
+            accum = gr.Number(value=1, label=t("grad_accum"), elem_id="train-accum")
+            eval_every = gr.Number(value=0, label=t("eval_every"), elem_id="train-eval-every")
+        with gr.Row():
+            precision = gr.Dropdown(list(PRECISIONS), value="auto", label=t("precision"), elem_id="train-precision")
+            rank = gr.Number(value=16, label=t("lora_rank"), elem_id="train-rank", visible=shown0["rank"])
+            alpha = gr.Number(value=32, label=t("lora_alpha"), elem_id="train-alpha", visible=shown0["alpha"])
+            architecture = gr.Dropdown(compare.architecture_choices(), value=compare.DEFAULT_ARCHITECTURE,
+                                       label=t("architecture"), info=t("architecture_info"),
+                                       elem_id="train-architecture", allow_custom_value=True,
+                                       visible=shown0["architecture"])  # a new model only
+        with gr.Row():
+            processes = gr.Number(value=1, minimum=1, maximum=max_processes(), label=t("processes"),
+                                  info=t("processes_info"), elem_id="train-processes")
+            parallel = gr.Radio([(name, value) for value, name in PARALLEL.items()], value="ddp",
+                                label=t("parallelism"), info=t("parallelism_info"), elem_id="train-parallel")
+            report_to = gr.CheckboxGroup([(TRACKERS[name], name) for name in REPORT_TO], value=[],
+                                         label=t("report_to"), info=t("report_to_info"), elem_id="train-report-to")
+            extend_vocab = gr.Checkbox(value=False, label=t("extend_vocab"), info=t("extend_vocab_info"),
+                                       elem_id="train-extend-vocab", visible=shown0["extend_vocab"])
     # the form's controls by TrainForm field, in the field order (the API's parameter order)
     controls = {"base": base, "mode": mode, "corpus": corpus, "steps": steps, "batch": batch, "seq_len": seq_len,
                 "lr": lr, "accum": accum, "precision": precision, "rank": rank, "alpha": alpha,
@@ -198,8 +292,10 @@ def build(ctx: AppContext) -> None:
                 "grpo_beta": grpo_beta, "max_new_tokens": max_new_tokens, "stop_after": stop_after,
                 "minutes": minutes, "processes": processes, "parallel": parallel, "report_to": report_to,
                 "extend_vocab": extend_vocab, "architecture": architecture, "task": task,
-                "class_weights": class_weights}
+                "class_weights": class_weights, "run_name": run_name}
     inputs = [controls[name] for name in FORM_FIELDS]  # a field without its control fails here, at build
+    shown_boxes = {**controls, "grpo": grpo_box}
+    visible_outputs = [objective_row, *(shown_boxes[name] for name in VISIBLE)]
 
     def form(values) -> TrainForm:
         return TrainForm(**dict(zip(FORM_FIELDS, values, strict=True)))
@@ -219,8 +315,10 @@ def build(ctx: AppContext) -> None:
     # no fixed height: a fixed one clips the legend (below the plot) and hides its names
     curve = gr.LinePlot(None, x="step", y="loss", color="series", color_title=LEGEND_TITLE, label=t("loss_curve"),
                         elem_id="loss-plot")
-    objective_plot = gr.LinePlot(None, x="step", y="value", color="series", color_title="metric",
-                                 label=t("objective_curve"), elem_id="objective-plot", visible=False)
+    # shown for dpo, distill, grpo and classifier runs; hidden, not removed, for the others (see kept_drawn)
+    with gr.Column(visible="hidden", elem_id="objective-box") as objective_box:
+        objective_plot = gr.LinePlot(None, x="step", y="value", color="series", color_title="metric",
+                                     label=t("objective_curve"), elem_id="objective-plot")
     drawn = gr.State([])  # the series the objective plot was last drawn with (see watch_objective)
     confusion_md = gr.Markdown(visible=False, elem_id="confusion-line")
     confusion = gr.Dataframe(label=t("confusion"), interactive=False, visible=False, elem_id="confusion-table")
@@ -242,49 +340,121 @@ def build(ctx: AppContext) -> None:
         compare_table = gr.Dataframe(lambda: headed(compare.empty_table()), label=t("compare_table"),
                                      interactive=False, elem_id="compare-table")
     timer = gr.Timer(2.0)
+    picked = gr.State(False)  # whether the user chose the corpus (else the Train tab offers the one saved last)
 
-    def on_mode(m, w, tk):
-        lr_, steps_, batch_ = defaults_for(m, w, tk)
-        dpo, distill, adaptable = m == "dpo", m == "distill", m in ADAPTER_MODES
-        shown = [adaptable, adaptable, dpo, distill, distill, distill, m == "grpo"]
-        return (lr_, steps_, batch_, *(gr.update(visible=v) for v in shown))
-
-    mode.change(on_mode, [mode, weights, task], [lr, steps, batch, objective_row, weights, beta, teacher, temperature,
-                                           kl_weight, grpo_box], api_name=False)
+    # the defaults of a mode follow the user's choice of it (.input), never a value the page set (a
+    # reload's, a labelled corpus's): what the user typed stays; what shows follows every change
+    quiet = dict(api_name=False, show_progress="hidden")
+    on_shown = user_errors(lambda m, w, b, tk: visibility(m, w, b, tk))
+    for box in (mode, weights, base, task):
+        box.change(on_shown, [mode, weights, base, task], visible_outputs, **quiet)
+    mode.input(lambda m, w, tk: defaults_for(m, w, tk), [mode, weights, task], [lr, steps, batch], api_name=False)
+    weights.input(lambda m, w, tk: defaults_for(m, w, tk), [mode, weights, task], [lr, steps, batch],
+                  api_name=False)
     for ticked, box in reward_toggles:
         ticked.change(lambda on: gr.update(visible=on), [ticked], [box], api_name=False)
-    weights.change(lambda m, w: defaults_for(m, w), [mode, weights], [lr, steps, batch], api_name=False)
     corpus.change(lambda c, m, w, tk: on_corpus(ctx, c, m, w, tk), [corpus, mode, weights, task],
                   [classify_row, task, mode, lr, steps, batch], api_name=False)
+    corpus.input(lambda: True, None, [picked], **quiet)
     task.input(lambda m, w, tk: defaults_for(m, w, tk), [mode, weights, task], [lr, steps, batch], api_name=False)
     stop_after.change(lambda how: (gr.update(visible=how != "minutes"), gr.update(visible=how == "minutes")),
                       [stop_after], [steps, minutes], api_name=False)
+
+    # a page opened (or reloaded) while a run trains shows the form it was started with
+    restored = [*(controls[name] for name in FORM_FIELDS if name not in NOT_RESTORED), picked]
+
+    def on_open():
+        updates = opened(ctx)
+        return [updates.get(name, gr.update()) for name in FORM_FIELDS if name not in NOT_RESTORED] + [
+            updates["picked"]]
+
+    root = gr.context.Context.root_block
+    if root is not None:
+        root.load(user_errors(on_open), None, restored, **quiet)
+    tab = get_render_context()
+    if isinstance(tab, gr.Tab):  # the Train tab opened: the corpus saved last meanwhile, unless one was chosen
+        tab.select(user_errors(lambda p, c: newest_corpus(ctx, p, c)), [picked, corpus], [corpus], **quiet)
+
+    # After Start the page shows the new run at once ("queued"); a watch asked for another run before the
+    # new one was chosen (the timer's, in flight) is not shown then: it would show the previous run finished
+    started: dict[str, tuple[str, float]] = {}  # page session -> (the run it started last, when)
+
+    def note_start(run_id_: str | None) -> None:
+        """This page pressed Start (None: its run is not made yet) or started `run_id_`."""
+        now = time.time()
+        for session, (_, when) in list(started.items()):
+            if now - when > FRESH_START_S:
+                del started[session]
+        if session_id():
+            started[session_id()] = (run_id_, now)
+
+    def pressed():
+        note_start(None)
+        return ""  # the previous run's bar goes at once; the new run's follows its start
+
+    def stale(run_id_) -> bool:
+        """Is this a watch of another run than the one this page started a moment ago?"""
+        latest = started.get(session_id() or "")
+        return bool(latest) and latest[0] != run_id_ and time.time() - latest[1] < FRESH_START_S
+
+    def fresh(fn, outputs: int):
+        def answer(r, *rest):
+            if stale(r):
+                return tuple(gr.update() for _ in range(outputs)) if outputs > 1 else gr.update()
+            return fn(r, *rest)
+        return answer
+
+    def starting(*values):
+        try:
+            choice, said = start(ctx, form(values))
+        except BaseException:
+            started.pop(session_id() or "", None)  # nothing started: the watch goes on as before
+            raise
+        note_start(choice["value"])
+        return choice, said
+
     # /watch_run keeps its seven outputs; the objective's plot follows it, for the run it chose
     watch_outputs = [progress, facts, curve, log, runs, queue, run_id]
     spec = dict(fn=grpo.reward_spec, inputs=reward_widgets, outputs=[rewards], api_name=False, show_progress="hidden")
-    estimate_btn.click(**spec).success(user_errors(lambda *a: do_estimate(ctx, form(a))), inputs, [estimate_md],
-                                       api_name="estimate")
-    start_btn.click(**spec).success(user_errors(lambda *a: start(ctx, form(a))), inputs, [run_id, message],
-                                    api_name="start_training")
-    stop_btn.click(user_errors(lambda r: stop(ctx, r)), [run_id], [message], api_name="stop_training")
-    resume_btn.click(user_errors(lambda r: resume(ctx, r)), [run_id], [message], api_name="resume_training")
-    watcher = user_errors(lambda r: watch(ctx, r))
-    objective_watcher = user_errors(lambda r, series: watch_objective(ctx, r, series))
+
+    def watched(r):
+        bar, said, plot, text, table, waiting, choice = watch(ctx, r)
+        return bar, said, kept_drawn(plot, LOSS_COLUMNS, (tr("cmp_train"), tr("cmp_validation"))), text, table, \
+            waiting, choice
+
+    def objective_watched(r, series):
+        update, series = watch_objective(ctx, r, series)
+        shown = update.pop("visible", False)
+        return gr.update(visible=True if shown else "hidden"), kept_drawn(update, OBJECTIVE_COLUMNS), series
+
+    watcher = user_errors(watched)
+    objective_watcher = user_errors(objective_watched)
     rollout_watcher = user_errors(lambda r: watch_rollouts(ctx, r))
     message_watcher = user_errors(lambda r: run_message(ctx, r))
     confusion_watcher = user_errors(lambda r, d: watch_confusion(ctx, r, d))
-    quiet = dict(api_name=False, show_progress="hidden")
-    refresh_btn.click(watcher, [run_id], watch_outputs, api_name="watch_run").then(
-        objective_watcher, [run_id, drawn], [objective_plot, drawn], api_name="watch_objective").then(
+    estimate_btn.click(**spec).success(user_errors(lambda *a: do_estimate(ctx, form(a))), inputs, [estimate_md],
+                                       api_name="estimate")
+    started_run = start_btn.click(pressed, None, [progress], **quiet).then(**spec).success(
+        user_errors(starting), inputs, [run_id, message], api_name="start_training")
+    stop_btn.click(user_errors(lambda r: stop(ctx, r)), [run_id], [message], api_name="stop_training")
+    resume_btn.click(user_errors(lambda r: resume(ctx, r)), [run_id], [message], api_name="resume_training")
+    # the API's watch endpoints answer as ever (a plot's value None, the objective plot visible False) on a
+    # trigger no page shows: a page's plots get what keeps them drawn (kept_drawn), from its own watch below
+    api_watch = gr.Button(visible=False, elem_id="train-api-watch")
+    api_watch.click(user_errors(lambda r: watch(ctx, r)), [run_id], watch_outputs, api_name="watch_run").then(
+        user_errors(lambda r, series: watch_objective(ctx, r, series)), [run_id, drawn], [objective_plot, drawn],
+        api_name="watch_objective").then(
         rollout_watcher, [run_id], [rollouts], api_name="watch_rollouts").then(
-        message_watcher, [run_id], [message], **quiet).then(
         confusion_watcher, [run_id, confusion_drawn], [confusion_md, confusion, confusion_drawn],
         api_name="watch_confusion")
-    timer.tick(watcher, [run_id], watch_outputs, **quiet).then(
-        objective_watcher, [run_id, drawn], [objective_plot, drawn], **quiet).then(
-        rollout_watcher, [run_id], [rollouts], **quiet).then(
-        message_watcher, [run_id], [message], **quiet).then(
-        confusion_watcher, [run_id, confusion_drawn], [confusion_md, confusion, confusion_drawn], **quiet)
+    # the page's watch: every 2 s, on Refresh, and at once for the new run after Start
+    for event in (timer.tick, refresh_btn.click, started_run.success):
+        event(fresh(watcher, 7), [run_id], watch_outputs, **quiet).then(
+            fresh(objective_watcher, 3), [run_id, drawn], [objective_box, objective_plot, drawn], **quiet).then(
+            fresh(rollout_watcher, 1), [run_id], [rollouts], **quiet).then(
+            fresh(message_watcher, 1), [run_id], [message], **quiet).then(
+            fresh(confusion_watcher, 3), [run_id, confusion_drawn], [confusion_md, confusion, confusion_drawn],
+            **quiet)
 
     def choices():
         return (gr.update(choices=base_choices(ctx)), gr.update(choices=corpus_choices(ctx)),
@@ -294,8 +464,7 @@ def build(ctx: AppContext) -> None:
     base.focus(choices, None, [base, corpus, teacher], api_name=False)
     corpus.focus(choices, None, [base, corpus, teacher], api_name=False)
     teacher.focus(choices, None, [base, corpus, teacher], api_name=False)
-    base.change(lambda b: (gr.update(visible=isinstance(b, str) and b.startswith("new:")),
-                           gr.update(visible=b == HUB_CHOICE)), [base], [architecture, import_row], api_name=False)
+    base.change(lambda b: gr.update(visible=b == HUB_CHOICE), [base], [import_row], api_name=False)
 
     def do_import(source):
         for line, model_id in import_steps(ctx.workspace, source, ctx.local_folders):
@@ -305,7 +474,11 @@ def build(ctx: AppContext) -> None:
 
     # Gradio 6's plot draws the data of the update before the last one into a drawn plot (it reads its data
     # before recomputing it): each comparison is sent twice, so the second draws the first's data
-    comparer = user_errors(lambda picked, x: compare.compare(ctx, picked, x))
+    def compared_runs(picked, x):
+        plot, table = compare.compare(ctx, picked, x)
+        return kept_drawn(plot, ["x", "loss", "series"]), table
+
+    comparer = user_errors(compared_runs)
     compare_btn.click(comparer, [compared, axis], [compare_plot, compare_table], api_name="compare_runs").success(
         comparer, [compared, axis], [compare_plot, compare_table], **quiet)
     on_axis = lambda picked, x: comparer(picked, x) if picked else (gr.update(), gr.update())  # noqa: E731

@@ -34,6 +34,7 @@ from ..context import AppContext
 from ..context import shown as _shown
 from ..i18n import tr
 from ..workspace import WorkspaceError
+from ..workspace import run_name as folder_safe
 from . import compare, grpo
 
 MODES = list(TRAIN_MODES)  # pretrain, sft, lora, qlora, dpo, distill, grpo
@@ -78,6 +79,14 @@ def corpus_choices(ctx: AppContext) -> list[str]:
     return [c["name"] for c in ctx.workspace.list_corpora()]
 
 
+def last_corpus(ctx: AppContext) -> str | None:
+    """The corpus saved last (what the Train tab offers first), None before the first."""
+    corpora = ctx.workspace.list_corpora()
+    if not corpora:
+        return None
+    return max(corpora, key=lambda c: (c.get("created") or 0, c["name"]))["name"]
+
+
 def corpus_kind(ctx: AppContext, corpus) -> str | None:
     """The kind a saved corpus was found to be (None for an unknown name or none chosen)."""
     if not isinstance(corpus, str) or not corpus:
@@ -86,6 +95,25 @@ def corpus_kind(ctx: AppContext, corpus) -> str | None:
         return ctx.workspace.corpus(corpus).get("summary", {}).get("kind")
     except (WorkspaceError, OSError, ValueError):
         return None
+
+
+def trains_adapter(mode, weights="full") -> bool:
+    """Does a LoRA / QLoRA adapter train (mode lora or qlora; dpo, distill or grpo with such weights)?"""
+    return mode in ("lora", "qlora") or (mode in ADAPTER_MODES and WEIGHTS.get(weights or "full") in ("lora", "qlora"))
+
+
+def shown_fields(mode, weights="full", base=None, task="generate") -> dict[str, bool]:
+    """Which of the Train tab's mode-dependent fields show for this mode, weights, start and task:
+    the LoRA rank and alpha when an adapter trains; the weights for dpo, distill and grpo; DPO's beta
+    for dpo; the teacher, temperature and KL weight for distill; GRPO's settings and rewards for grpo;
+    the architecture for a new model; adding the corpus's characters for a fine-tune that can grow
+    its vocabulary; the class weights for a classifier. Nothing else depends on them."""
+    new_model = isinstance(base, str) and base.startswith("new:")
+    distill = mode == "distill"
+    return {"weights": mode in ADAPTER_MODES, "rank": trains_adapter(mode, weights),
+            "alpha": trains_adapter(mode, weights), "beta": mode == "dpo", "teacher": distill,
+            "temperature": distill, "kl_weight": distill, "grpo": mode == "grpo", "architecture": new_model,
+            "extend_vocab": mode in EXTENDABLE and not new_model, "class_weights": task == "classify"}
 
 
 def max_processes() -> int:
@@ -181,6 +209,12 @@ class TrainForm:
     architecture: str | None = compare.DEFAULT_ARCHITECTURE  # a new model's shape (compare.ARCHITECTURES)
     task: str | None = "generate"  # generate, or classify (a labelled corpus only, and the only task it takes)
     class_weights: str | None = ""  # classify: "" or balanced (every class weighs alike in the loss)
+    run_name: str | None = ""  # the run's id, made folder-safe (Workspace.run_name); empty: <mode>-<n>
+
+    def run_id_name(self) -> str | None:
+        """The run name typed, checked (a path or nothing usable is refused), or None for the default."""
+        _choices(run_name=self.run_name)
+        return folder_safe(self.run_name) if self.run_name and self.run_name.strip() else None
 
     def to_config(self, ctx: AppContext) -> TrainConfig:
         """The run the form describes, validated. dpo, distill and grpo read `weights`; dpo reads
