@@ -119,7 +119,6 @@ def visibility(mode, weights, base, task) -> list:
 
 OBJECTIVE_ROW = ("weights", "beta", "teacher", "temperature", "kl_weight")  # the dpo / distill / grpo row
 VISIBLE = (*OBJECTIVE_ROW, "grpo", "rank", "alpha", "architecture", "extend_vocab", "class_weights")
-ACTIVE_OR_WAITING = ("queued", "running", "stopping", "paused")
 FRESH_START_S = 6.0  # after Start, a watch asked for about another run is not shown for this long
 
 
