@@ -273,7 +273,7 @@ class JobManager:
 
         thread = threading.Thread(target=drive, name=f"minimind-slices-{run.path.name}", daemon=True)
         self._sliced[run.path.name] = thread
-        run.write_status(state="running", started=time.time(), slice=0, slice_s=seconds)
+        run.write_status(state="running", phase="starting", started=time.time(), slice=0, slice_s=seconds)
         thread.start()
         return run.path.name
 
@@ -296,7 +296,7 @@ class JobManager:
                                 start_new_session=True)
         out.close()
         self._children[run.path.name] = proc
-        run.write_status(state="running", pid=proc.pid, started=time.time())
+        run.write_status(state="running", phase="starting", pid=proc.pid, started=time.time())
         return run.path.name
 
     def start_background(self) -> None:

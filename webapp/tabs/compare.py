@@ -182,7 +182,7 @@ def _duration(seconds) -> str:
 def final_metrics(run: RunDir) -> dict:
     """One row of the table: the run's final figures, from its status and metrics."""
     status, records = run.read_status(), run.read_metrics()
-    elapsed, tokens = status.get("elapsed_s"), status.get("tokens")
+    elapsed, tokens = status.get("elapsed_s"), status.get("tokens")  # the training loop's seconds: its speed
     if isinstance(elapsed, (int, float)) and isinstance(tokens, (int, float)) and elapsed > 0:
         speed = tokens / elapsed  # over the whole run
     else:
@@ -191,7 +191,9 @@ def final_metrics(run: RunDir) -> dict:
             "parameters": status.get("params"), "steps": status.get("step") or _last(records, "step"),
             "train_loss": _round(_last(records, "loss"), 4), "val_loss": _round(_last(records, "val_loss"), 4),
             "val_bpc": _round(_last(records, "val_bpc"), 4), "tokens_per_s": _round(speed, 0),
-            "elapsed": _duration(elapsed if elapsed is not None else _last(records, "elapsed_s"))}
+            # the run's wall time (set-up included: what it took, the user's clock), else the loop's
+            "elapsed": _duration(status.get("wall_s") or (elapsed if elapsed is not None
+                                                          else _last(records, "elapsed_s")))}
 
 
 def metrics_table(runs: list[RunDir]) -> pd.DataFrame:

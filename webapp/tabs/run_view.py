@@ -85,7 +85,7 @@ def watch(ctx: AppContext, run_id):
     pct = 100.0 * step / total if total else 0.0
     bar = (f"<div class='mm-progress'><div style='width:{pct:.1f}%'></div></div>"
            f"<div id='run-progress' data-step='{step}' data-total='{total}'>"
-           + tr("p_line", state=state_word(s.get("state")), step=step, total=total or "?", pct=f"{pct:.0f}",
+           + tr("p_line", state=doing(s), step=step, total=total or "?", pct=f"{pct:.0f}",
                 eta=duration(s.get("eta_s"))) + "</div>")
     device = s.get("device", "?")
     facts = [tr("f_state", v=state_word(s.get("state"))), tr("f_device", v=device_zh(device) if zh() else device),
@@ -94,6 +94,8 @@ def watch(ctx: AppContext, run_id):
         facts.append(tr("f_slice", k=s["slice"], s=f"{s.get('slice_s') or 0:.0f}"))
     if s.get("tokens_per_s"):
         facts.append(tr("f_tokens_s", v=f"{s['tokens_per_s']:,.0f}"))
+    if s.get("wall_s"):  # since the run's process started: what the user's clock says (set-up included)
+        facts.append(tr("f_wall", v=duration(s["wall_s"])))
     if s.get("lr") is not None:
         facts.append(tr("f_lr", v=f"{s['lr']:.2e}"))
     if s.get("loss") is not None:
@@ -108,6 +110,15 @@ def watch(ctx: AppContext, run_id):
         facts.append(tr("f_model", v=f"`{Path(s['final_checkpoint']).relative_to(ctx.workspace.root)}`"))
     return (bar, " · ".join(facts), loss_plot(loss_curve(run)), log_text(run), runs, queue_md,
             gr.update(choices=run_choices(ctx), **({"value": run_id} if picked else {})))
+
+
+def doing(status: dict) -> str:
+    """What the run is doing: a running run's phase (preparing data, measuring speed, compiling,
+    training, evaluating, saving), else its state."""
+    phase, state = status.get("phase"), state_word(status.get("state"))
+    if status.get("state") == "running" and f"phase_{phase}" in EN:
+        return tr("state_phase", state=state, phase=tr(f"phase_{phase}"))
+    return state
 
 
 def state_word(state) -> str:

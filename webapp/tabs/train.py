@@ -16,6 +16,7 @@ TrainConfig), what a run shows is run_view.py.
 from __future__ import annotations
 
 import dataclasses
+import math
 import tempfile
 import time
 
@@ -26,6 +27,7 @@ from gradio.context import get_render_context
 from minimind.hardware import detect
 from minimind.training import RunDir, TrainConfig
 from minimind.training.config import CLASSIFY_MODES, EXTENDABLE, PRECISIONS, DistillSection, DpoSection
+from minimind.training.estimate import MIN_USEFUL_STEPS
 from minimind.training.reporting import REPORT_TO
 
 from .. import work
@@ -63,9 +65,22 @@ def do_estimate(ctx: AppContext, form: TrainForm) -> str:
     text = tr("e_estimate", params=f"{e.params:,}", size=size, trainable=f"{e.trainable:,}", device=e.device,
               tokens=f"{e.tokens_per_epoch:,}", rows=f"{e.train_rows:,}", steps=f"{e.steps:,}",
               sps=f"{e.seconds_per_step:.2f}", eta=duration(e.eta_s),
+              source=tr("e_measured_before" if e.measured_before else "e_probe"),
               how=tr("e_how_minutes" if config.time_budget_s else "e_how_steps"))
-    memory = tr("e_memory", memory=e.memory) if e.memory else ""
-    return text + memory + coverage_note(config, spelled)
+    return text + budget_note(config, e) + (tr("e_memory", memory=e.memory) if e.memory else "") \
+        + coverage_note(config, spelled)
+
+
+def budget_note(config: TrainConfig, e) -> str:
+    """For a time budget: what it buys (steps, tokens, passes), and a warning with the minutes that would
+    buy MIN_USEFUL_STEPS steps when it buys fewer."""
+    if not config.time_budget_s or config.max_steps:
+        return ""
+    note = tr("e_buys", steps=f"{e.steps:,}", tokens=f"{e.tokens:,}", passes=f"{e.passes:.2g}",
+              setup=duration(e.setup_s))
+    if e.useful_s:
+        note += tr("e_too_short", min=MIN_USEFUL_STEPS, minutes=f"{math.ceil(e.useful_s / 30) / 2:g}")
+    return note
 
 
 def coverage_note(config: TrainConfig, spelled: work.CoverageFacts | None) -> str:

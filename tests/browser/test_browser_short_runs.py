@@ -1,0 +1,115 @@
+"""The first, short runs a newcomer tries (issue 44), from a fresh workspace in a real browser: a
+2-minute LoRA and a 2-minute GRPO of the shipped MiniMind-Tang and a 1-minute LSTM pretrained from
+nothing. While each trains, the page names what it is doing at every moment (never a bare
+"step 0/?"), and both loss lines are drawn with at least two validation points; each takes at
+least 20 steps and ends within 5 % of its budget of wall time (the trainer's clock, from its
+process's start; the page's own view of it, from Start to "finished", within a few seconds more).
+
+The full walk takes about six minutes, so it is `slow`; its fast twin, a 30-second LoRA on the
+same page, runs by default and checks the same things at that budget (fewer steps: a 30-s run
+of the shipped model buys about 20 on a quiet machine, so it asks for 10)."""
+
+import json
+import re
+import time
+
+import pytest
+from helpers import ROOT
+from webapp_helpers import needs_shipped, pick
+
+from webapp.workspace import Workspace
+
+pytestmark = [pytest.mark.browser, needs_shipped("minimind-tang")]
+
+SHIPPED = "shipped: minimind-tang"
+CORPORA = {"poems": ("tang_poems_sample.jsonl", {"kind": "text", "documents": 500}),
+           "prompts": ("tang_prompts.jsonl", {"kind": "prompts", "documents": 2000})}
+PHASED = re.compile(r"^running \((starting|preparing data|measuring speed|building the model|compiling|training|"
+                    r"evaluating|saving a checkpoint|final evaluation)\): step")
+BEFORE_TRAINING = {"starting", "preparing data", "measuring speed", "building the model"}
+
+
+def _watch(studio_page, ws: Workspace, budget_s: float, min_steps: int) -> dict:
+    """Press Start, then watch the run as a person does until it finishes: what the progress line says,
+    whether both loss lines show while it trains, and the validation points it has by then."""
+    from playwright.sync_api import expect
+
+    page = studio_page.page
+    started = time.monotonic()
+    studio_page.start_run()
+    run_id = page.locator("#train-run input").input_value()
+    run = ws.runs / run_id
+    phases, both_lines_while_training, val_points_while_training = set(), False, 0
+    deadline = started + budget_s + 120
+    while time.monotonic() < deadline:
+        line = page.locator("#train-progress").inner_text().strip()
+        if "finished" in line:
+            break
+        if line.startswith("running"):
+            assert PHASED.match(line), f"a running run's line names its phase: {line!r}"
+            phases.add(PHASED.match(line).group(1))
+            legend = page.locator("#loss-plot .role-legend")
+            named = legend.first.text_content() or "" if legend.count() else ""
+            if "train" in named and "validation" in named:
+                metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()] \
+                    if (run / "metrics.jsonl").is_file() else []
+                points = sum(1 for r in metrics if any(k.startswith("val_") for k in r))
+                if (run / "status.json").is_file() and json.loads((run / "status.json").read_text()).get(
+                        "state") == "running":
+                    val_points_while_training = max(val_points_while_training, points)
+                    both_lines_while_training = both_lines_while_training or points >= 2
+        time.sleep(0.5)
+    seen_s = time.monotonic() - started
+    expect(page.locator("#train-progress")).to_contain_text("finished", timeout=5_000)
+    status = json.loads((run / "status.json").read_text())
+    assert status["state"] == "finished", status
+    assert status["step"] >= min_steps, (status["step"], min_steps)
+    assert abs(status["wall_s"] - budget_s) <= 0.05 * budget_s, (status["wall_s"], budget_s)
+    assert seen_s <= 1.05 * budget_s + 10, (seen_s, budget_s)  # + Start to launch, the page's 2-s refresh
+    assert "training" in phases and phases & BEFORE_TRAINING, phases
+    assert both_lines_while_training, val_points_while_training
+    strokes = page.locator("#loss-plot .role-legend-symbol path").evaluate_all(
+        "els => els.map(e => e.getAttribute('stroke'))")
+    assert len(set(strokes)) == 2 and None not in strokes, strokes  # both lines drawn, each in its colour
+    return {"run": run, "status": status, "phases": phases, "seen_s": seen_s}
+
+
+def _page(studio_page, corpora):
+    ws = Workspace(studio_page.workspace)
+    for name in corpora:
+        file, summary = CORPORA[name]
+        ws.save_corpus(name, [ROOT / "samples" / file], {"kind": "auto"}, dict(summary))
+    return ws, studio_page()  # the shipped models of the repository
+
+
+def _minutes(page, minutes: float) -> None:
+    page.locator("#train-stop-after").get_by_text("minutes", exact=True).click()
+    page.locator("#train-minutes input").fill(f"{minutes:g}")
+
+
+def test_a_30_second_lora_names_each_phase_draws_both_curves_and_keeps_its_budget(studio_page):
+    ws, page = _page(studio_page, ["poems"])
+    studio_page.choose_training(SHIPPED, "lora", "poems")
+    _minutes(page, 0.5)
+    _watch(studio_page, ws, 30.0, min_steps=10)
+    studio_page.screenshot("short-run-lora-30s")
+
+
+@pytest.mark.slow
+def test_two_minute_lora_and_grpo_and_a_one_minute_lstm_show_something(studio_page):
+    ws, page = _page(studio_page, ["poems", "prompts"])
+    walked = {}
+    studio_page.choose_training(SHIPPED, "lora", "poems")
+    _minutes(page, 2)
+    walked["lora"] = _watch(studio_page, ws, 120.0, min_steps=20)
+    studio_page.choose_training(SHIPPED, "Reinforce (GRPO)", "prompts")
+    walked["grpo"] = _watch(studio_page, ws, 120.0, min_steps=20)
+    studio_page.choose_training("new model: auto (sized to the number of steps)", "pretrain", "poems")
+    studio_page.open_advanced()
+    pick(page, "Architecture", "LSTM")
+    _minutes(page, 1)
+    walked["lstm"] = _watch(studio_page, ws, 60.0, min_steps=20)
+    studio_page.screenshot("short-runs-done")
+    for name, seen in walked.items():  # what the closing note quotes
+        print(name, seen["status"]["step"], round(seen["status"]["wall_s"], 1), round(seen["seen_s"], 1),
+              sorted(seen["phases"]))
