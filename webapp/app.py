@@ -38,6 +38,8 @@ CSS = """
 html:lang(zh) .toast-title.error { font-size: 0; gap: var(--size-1); }
 html:lang(zh) .toast-title.error::before { content: "出错了"; font-size: var(--text-lg); }
 html:lang(zh) .toast-title.error > * { font-size: var(--text-lg); }
+/* a box kept in the page but not shown (a plot Gradio must not unmount: its resize watchers outlive it) */
+.mm-hidden { display: none !important; }
 """
 
 

@@ -90,10 +90,13 @@ def save_guess(saved_params: int, trainable_params: int) -> float:
 
 def first_eval_from(cfg, total: int, eval_every: int) -> int:
     """Where a fresh run's interval evaluations count from: with the automatic interval, so that the
-    first falls at FIRST_EVAL_SHARE of the run (a negative step); with a set interval, step 0."""
+    first falls at FIRST_EVAL_SHARE of the run (a negative step), but not before the steps that
+    replace a rough plan's figure with measured ones (an evaluation right after a slow first step, on a
+    busy machine, was timed slow too, and the two ended a 30-s run after that step); with a set
+    interval, step 0."""
     if cfg.eval_every:
         return 0
-    return max(1, int(FIRST_EVAL_SHARE * total)) - eval_every
+    return max(TIME_FROM_STEP + ROUGH_RESIZE_STEPS, int(FIRST_EVAL_SHARE * total)) - eval_every
 
 
 def interval_due(step: int, last_at: int, every: int, final_step: int) -> bool:

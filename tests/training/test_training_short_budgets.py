@@ -5,12 +5,15 @@ drawn while it trains, every phase is named in status.json, and a checkpoint's c
 what it writes. On the trainer's own clock (training_helpers.fake_clock): exact on any machine."""
 
 import json
+import subprocess
+import sys
 
 import pytest
+from helpers import ROOT
 
 from minimind.training import RunDir, train
 from minimind.training import step_times
-from minimind.training.budget import process_age, save_guess
+from minimind.training.budget import save_guess
 from minimind.training.objectives.language_model import LanguageModel
 from minimind.training.run_dir import RunDir as RunFolder
 from training_helpers import fake_clock, make_config, write_text_corpus
@@ -69,7 +72,14 @@ def test_the_budget_counts_from_when_the_command_started(tmp_path, tokenizer_dir
     assert status["state"] == "finished"
     assert 6.0 - 1.0 < clock.now - launched <= 6.0  # (from the call to train() it ran to 9 s)
     assert status["wall_s"] == pytest.approx(clock.now - launched)
-    assert 0.0 < process_age() < 120.0
+
+
+def test_a_fresh_process_knows_its_age():
+    """What `python -m minimind train` passes as its start: a fresh interpreter's seconds so far."""
+    code = "import time; time.sleep(0.3); from minimind.training.budget import process_age; print(process_age())"
+    age = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                               cwd=ROOT).stdout)
+    assert 0.3 <= age < 60.0
 
 
 def test_the_validation_curve_starts_at_a_tenth_and_is_drawn_while_training(tmp_path, tokenizer_dir, monkeypatch):

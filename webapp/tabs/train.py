@@ -330,7 +330,7 @@ def build(ctx: AppContext) -> None:
     curve = gr.LinePlot(None, x="step", y="loss", color="series", color_title=LEGEND_TITLE, label=t("loss_curve"),
                         elem_id="loss-plot")
     # shown for dpo, distill, grpo and classifier runs; hidden, not removed, for the others (see kept_drawn)
-    with gr.Column(visible="hidden", elem_id="objective-box") as objective_box:
+    with gr.Column(elem_classes=["mm-hidden"], elem_id="objective-box") as objective_box:
         objective_plot = gr.LinePlot(None, x="step", y="value", color="series", color_title="metric",
                                      label=t("objective_curve"), elem_id="objective-plot")
     drawn = gr.State([])  # the series the objective plot was last drawn with (see watch_objective)
@@ -439,7 +439,7 @@ def build(ctx: AppContext) -> None:
     def objective_watched(r, series):
         update, series = watch_objective(ctx, r, series)
         shown = update.pop("visible", False)
-        return gr.update(visible=True if shown else "hidden"), kept_drawn(update, OBJECTIVE_COLUMNS), series
+        return gr.update(elem_classes=[] if shown else ["mm-hidden"]), kept_drawn(update, OBJECTIVE_COLUMNS), series
 
     watcher = user_errors(watched)
     objective_watcher = user_errors(objective_watched)
