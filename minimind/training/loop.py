@@ -28,8 +28,8 @@ import minimind.training.distributed as dist
 import minimind.training.reporting as reporting
 from .allocator import MMAP_THRESHOLD, retain_freed_memory
 from .batches import eval_batches
-from .budget import (PROBE_PLAN_SHARE, ROUGH_RESIZE_STEPS, TIME_FROM_STEP, eval_cost_steps, eval_every_at_least, first_eval_from, interval_due, intervals,
-                     planned_steps, save_guess)
+from .budget import (PROBE_PLAN_SHARE, ROUGH_RESIZE_STEPS, TIME_FROM_STEP, eval_cost_steps, eval_every_at_least,
+                     first_eval_from, interval_due, intervals, planned_steps, save_guess)
 from .checkpoint import latest_checkpoint, save_checkpoint
 from .compiling import LossWithFallback, compile_layers, wants_compile
 from .config import TrainConfig
@@ -314,11 +314,10 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
     step = state["step"]
     state_start = step
     # where the interval evaluations and saves count from (a resumed run: its last multiple; a fresh
-    # one's first automatic evaluation falls at a tenth of the run)
+    # one's first automatic evaluation is placed by first_eval_from at every step until it happens,
+    # so that a re-planned run places it anew)
     last_eval_at, last_save_at = step - step % eval_every, step - step % save_every
-    evaluated = step > 0  # until a fresh run's first evaluation, it is placed anew whenever the run is re-planned
-    if not evaluated:
-        last_eval_at = first_eval_from(cfg, max_steps, eval_every)
+    evaluated = step > 0
     bad_in_row = 0
     window_loss, window_steps, window_tokens, window_metrics = 0.0, 0, 0, {}
     window_start = time.perf_counter()
@@ -404,8 +403,6 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
                 max_steps = step + left if left else step
                 state["max_steps"] = max_steps
                 warmup, eval_every, save_every, log_every = run_intervals(max_steps)
-                if not evaluated and not eval_due:
-                    last_eval_at = first_eval_from(cfg, max_steps, eval_every)
                 if resize:
                     log(f"measured {planned_step_s:.3f}s/step: run re-sized to {max_steps} steps to end "
                         f"within {cfg.time_budget_s:.0f}s ({seconds_left:.0f}s left)")
