@@ -7,7 +7,7 @@ process's start; the page's own view of it, from Start to "finished", within a f
 
 The full walk takes about six minutes, so it is `slow`; its fast twin, a 1-minute LoRA on the
 same page, runs by default and checks the same things at that budget, with shorter rows (64
-tokens, 4 a step) so that it takes at least 10 steps beside the other tests on two cores (in CI a
+tokens, 4 a step) so that it takes at least 5 steps beside the other tests on two cores (in CI a
 30-s twin spent 17 s starting and made 6 steps of 0.75 s: the other test process held a core)."""
 
 import json
@@ -93,7 +93,7 @@ def test_a_one_minute_lora_names_each_phase_draws_both_curves_and_keeps_its_budg
     studio_page.choose_training(SHIPPED, "lora", "poems")
     studio_page.fill_train_form(seq_len=64, batch_size=4)  # short steps: enough of them beside other tests
     _minutes(page, 1)
-    _watch(studio_page, ws, 60.0, min_steps=10)
+    _watch(studio_page, ws, 60.0, min_steps=5)  # (beside the other test process it made 9 to 34; quiet: ~100)
     studio_page.screenshot("short-run-lora-1min")
 
 
