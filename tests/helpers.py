@@ -1,5 +1,8 @@
 """Helpers the tests import: sample texts, tiny configs, where the shared corpora are."""
 
+import os
+import random
+import socket
 from pathlib import Path
 
 import pytest
@@ -34,3 +37,25 @@ def shared_corpus(name: str) -> Path:
     if not path.is_file():
         pytest.skip(f"{path} is not available (needs ../shared/corpora)")
     return path
+
+
+_PORTS_TAKEN: set[int] = set()
+
+
+def free_port() -> int:
+    """A port no other test process will pick: each xdist worker draws from its own block below
+    the kernel's ephemeral range (32768+), so a port handed out here cannot be taken by another
+    worker's server, nor by an outgoing connection, between this check and the server's bind."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    block = 20000 + 1000 * (int(worker[2:] or 0) % 12)
+    for port in random.sample(range(block, block + 1000), 1000):
+        if port in _PORTS_TAKEN:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _PORTS_TAKEN.add(port)
+        return port
+    raise AssertionError(f"no free port in {block}-{block + 999}")

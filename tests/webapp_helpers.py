@@ -4,7 +4,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -16,7 +15,7 @@ import httpx
 import pytest
 import torch
 import uvicorn
-from helpers import ROOT, SAMPLE_TEXTS, tiny_config
+from helpers import ROOT, SAMPLE_TEXTS, free_port, tiny_config
 
 from minimind import MiniMindForCausalLM
 from minimind.tokenizer import build_tokenizer
@@ -52,12 +51,6 @@ def page_workspace(tmp_path: Path, corpora=("chats",)):
         file, summary = SAMPLE_CORPORA[name]
         ws.save_corpus(name, [ROOT / "samples" / file], {"kind": "auto"}, dict(summary))
     return ws, shipped
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def make_shipped(folder: Path) -> Path:

@@ -2,7 +2,6 @@
 
 import io
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ from minimind.generation import chat
 from minimind.sampling_params import SamplingParams
 from minimind.tokenizer import save_tokenizer
 
-from helpers import tiny_config
+from helpers import free_port, tiny_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -118,9 +117,7 @@ def test_adapter_arguments():
 
 
 def test_serve_command_runs_an_api_with_a_key(model_dir):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = {**os.environ, "MINIMIND_API_KEY": "k3y", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "minimind", "serve", "--model", str(model_dir), "--name", "tiny",
                              "--port", str(port), "--threads", "1"], cwd=ROOT, env=env,

@@ -2,7 +2,6 @@
 
 import contextlib
 import json
-import socket
 import statistics
 import threading
 import time
@@ -22,7 +21,7 @@ from minimind.sampling_params import SamplingParams
 from minimind.serving import ModelRegistry, create_app
 from minimind.tokenizer import save_tokenizer
 
-from helpers import tiny_config
+from helpers import free_port, tiny_config
 
 KEY = "test-key"
 
@@ -33,9 +32,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 @contextlib.contextmanager
 def serve(app):
     """Run `app` with uvicorn on a free 127.0.0.1 port in a thread; yields the base URL."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
