@@ -6,6 +6,7 @@ no-op, so the loop has one code path.
 
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import dataclass
 
@@ -108,8 +109,12 @@ def means(values: dict[str, float], info: DistInfo) -> dict[str, float]:
 def finish(info: DistInfo, clean: bool = True) -> None:
     """Leave the process group. After a clean run every rank first waits for the others:
     a rank that tears gloo down while its peer is still in a collective (or still writing
-    the final status) can abort at exit ("terminate called without an active exception")."""
+    the final status) can abort at exit ("terminate called without an active exception").
+    What the run left in reference cycles (FSDP's state holds gloo work handles) is collected
+    first, while the group is alive: freed at the interpreter's exit instead, such a handle can
+    abort the process the same way."""
     if info.enabled and dist.is_initialized():
+        gc.collect()
         if clean:
             dist.barrier()
         dist.destroy_process_group()
