@@ -351,6 +351,50 @@ ERRORS = Table([
          r"MINIMIND_WORK_MEMORY_MB on the server",
          "{what}需要的内存超过服务器允许的 {mb} MB，已被停止；请减少工作量（更小的批或序列长度、更少或更小的文件），"
          "或在服务器上调高 MINIMIND_WORK_MEMORY_MB", what=lambda w: WORK.get(w)),
+    # publishing an export (minimind.hub.publish, tabs/publish.py)
+    Said(r"type the Hub repo to publish to \(owner/name, e\.g\. (?P<example>\S+)\)",
+         "请输入要发布到的 Hub 仓库（所有者/名称，例如 {example}）"),
+    Said(r"(?P<repo>.+) is not a Hugging Face repo id: use owner/name \(letters, digits, '-', '_' or '\.', at most "
+         r"96 characters, no '--' or '\.\.'\), e\.g\. (?P<example>\S+)",
+         "{repo} 不是 Hugging Face 仓库 ID：请用 所有者/名称（字母、数字、'-'、'_' 或 '.'，最多 96 个字符，不能有 '--' "
+         "或 '..'），例如 {example}"),
+    Said(r"(?P<name>.+): no such export folder", "{name}：没有这个导出文件夹"),
+    Said(r"(?P<name>.+): not an export folder \(it needs a README\.md card and config\.json or a \.gguf file\): "
+         r"export a model first and publish the folder of one format",
+         "{name}：不是导出文件夹（需要 README.md 模型卡，以及 config.json 或 .gguf 文件）：请先导出模型，再发布其中一个格式的"
+         "文件夹"),
+    Said(r"publishing needs a Hugging Face token with write access \(from (?P<page>\S+)\): set HF_TOKEN in the "
+         r"environment, or type it in the page's token field or at the terminal's prompt",
+         "发布需要一个有写入权限的 Hugging Face 令牌（在 {page} 创建）：请在环境变量中设置 HF_TOKEN，或在页面的令牌框、"
+         "终端提示中输入"),
+    Said(r"this public page never publishes with its server's token: type your own Hugging Face token \(write "
+         r"access, from (?P<page>\S+)\); it is used for this upload only",
+         "这个公开页面从不用服务器的令牌发布：请输入你自己的 Hugging Face 令牌（写入权限，在 {page} 创建）；它只用于这次上传"),
+    Said(r"(?P<repo>\S+): cannot publish: offline mode is on \(HF_HUB_OFFLINE=1\), so the Hugging Face Hub is not "
+         r"contacted; unset HF_HUB_OFFLINE on a machine with a network and publish again",
+         "{repo}：无法发布：离线模式已开启（HF_HUB_OFFLINE=1），不会连接 Hugging Face Hub；请在有网络的机器上取消 "
+         "HF_HUB_OFFLINE 后再发布"),
+    Said(r"(?P<repo>\S+): cannot publish: the connection to the Hugging Face Hub failed \((?P<kind>\w+)\); check "
+         r"this machine's network \(and HF_ENDPOINT if set\), then publish again",
+         "{repo}：无法发布：连接 Hugging Face Hub 失败（{kind}）；请检查本机的网络（以及设置了的 HF_ENDPOINT），再重新发布"),
+    Said(r"(?P<repo>\S+): the Hub refused the token \(401: invalid or expired\); create a write token at "
+         r"(?P<page>\S+) and publish again",
+         "{repo}：Hub 拒绝了这个令牌（401：无效或已过期）；请在 {page} 创建一个写入令牌，再重新发布"),
+    Said(r"(?P<repo>\S+): the token may not write there \(403\); use a token with write access to (?P<owner>.+), "
+         r"or publish under your own name", "{repo}：这个令牌无权写入那里（403）；请使用对 {owner} 有写入权限的令牌，"
+         "或发布到你自己的名下", owner=lambda owner: "该账户" if owner == "that account" else owner),
+    Said(r"(?P<repo>\S+): the Hub reported a conflict \(409\): another upload to that repo is under way, or the name "
+         r"is taken by a dataset or Space; wait and publish again, or pick another name",
+         "{repo}：Hub 报告了冲突（409）：该仓库正有另一个上传，或这个名称已被数据集或 Space 占用；请稍后再发布，或换一个名称"),
+    Said(r"(?P<repo>\S+): the Hub shows this token no such repo \(404\); check the owner's name and that the token "
+         r"may write to it", "{repo}：Hub 对这个令牌显示没有这个仓库（404）；请检查所有者的名称，以及令牌能否写入它"),
+    Said(r"(?P<repo>\S+): the Hub refused the upload \((?P<detail>.+)\)", "{repo}：Hub 拒绝了这次上传（{detail}）"),
+    Said(r"(?P<repo>\S+): publishing failed \((?P<detail>.+)\)", "{repo}：发布失败（{detail}）"),
+    Said(r"(?P<repo>\S+) already exists and is public: publishing there would make this export public; pick another "
+         r"name, make that repo private on the Hub, or publish it as public",
+         "{repo} 已存在且是公开的：发布到那里会让这个导出公开；请换一个名称、在 Hub 上把该仓库设为私有，或以公开方式发布"),
+    Said(r"choose an export to publish \(export a model above first\)", "请选择要发布的导出（先在上面导出一个模型）"),
+    Said(r"no export named (?P<name>.+): choose one from the list", "没有名为 {name} 的导出：请从列表中选择"),
     Said(r"something went wrong on the server; its log has the details \(please report it\)",
          "服务器出了问题；详情在服务器日志里（请报告此问题）"),
     # the library's (minimind): sampling, a run's mode against its corpus's kind, a corpus file

@@ -239,6 +239,21 @@ EN = {
     "col_sample": "sample", "col_prompt": "prompt", "col_chosen": "chosen", "col_rejected": "rejected",
     "col_answer": "answer", "col_reward": "reward",
     "loss_legend": "loss on", "axis_loss": "loss", "axis_value": "value", "metric_legend": "metric",
+    # the Export tab's Publish section (tabs/publish.py)
+    "pub_title": "Publish to the Hugging Face Hub", "pub_folder": "Export to publish",
+    "pub_folder_info": "one format's folder of an export in this workspace, newest first",
+    "pub_repo": "Hub repo (owner/name)", "pub_private": "Private", "pub_button": "Publish",
+    "pub_private_info": "a private repo is seen only by you (and your organization); a private upload to an "
+                        "existing public repo is refused",
+    "pub_token": "Hugging Face token",
+    "pub_token_info_env": "optional: empty, this server's HF_TOKEN is used; a token typed here is used instead, "
+                          "for this upload only, never stored",
+    "pub_token_info_none": "a write token from huggingface.co/settings/tokens, needed because HF_TOKEN is not set "
+                           "on this server: used for this upload only, never stored or logged",
+    "pub_token_info_public": "your write token from huggingface.co/settings/tokens: this public page never uses "
+                             "its server's HF_TOKEN; yours is used for this upload only, never stored or logged",
+    "pub_done_private": "Published `{folder}` to the private repo {url}.",
+    "pub_done_public": "Published `{folder}` to the public repo {url}.",
     "api_help": """The same models answer at `/v1` (OpenAI-compatible: `GET /v1/models`,
 `POST /v1/chat/completions`, `POST /v1/completions`, streaming with `"stream": true`).
 
@@ -465,6 +480,19 @@ ZH = {
     "col_sample": "样例", "col_prompt": "提示", "col_chosen": "较好的回答", "col_rejected": "被拒绝的回答",
     "col_answer": "回答", "col_reward": "奖励",
     "loss_legend": "数据集", "axis_loss": "损失", "axis_value": "数值", "metric_legend": "指标",
+    # 导出页的发布区（tabs/publish.py）
+    "pub_title": "发布到 Hugging Face Hub", "pub_folder": "要发布的导出",
+    "pub_folder_info": "本工作区中某次导出的一个格式文件夹，最新的在前",
+    "pub_repo": "Hub 仓库（所有者/名称）", "pub_private": "私有", "pub_button": "发布",
+    "pub_private_info": "私有仓库只有你（和你的组织）能看到；不会以私有方式上传到已存在的公开仓库",
+    "pub_token": "Hugging Face 令牌",
+    "pub_token_info_env": "可选：留空时使用本服务器的 HF_TOKEN；在这里输入的令牌会优先使用，只用于这次上传，不会保存",
+    "pub_token_info_none": "来自 huggingface.co/settings/tokens 的写入令牌；因为本服务器没有设置 HF_TOKEN 才需要填写："
+                           "只用于这次上传，不会保存或写入日志",
+    "pub_token_info_public": "你自己的写入令牌（来自 huggingface.co/settings/tokens）：这个公开页面从不使用服务器的 "
+                             "HF_TOKEN；你的令牌只用于这次上传，不会保存或写入日志",
+    "pub_done_private": "已把 `{folder}` 发布到私有仓库 {url}。",
+    "pub_done_public": "已把 `{folder}` 发布到公开仓库 {url}。",
     "api_help": """同样的模型也在 `/v1` 回答（兼容 OpenAI：`GET /v1/models`、`POST /v1/chat/completions`、
 `POST /v1/completions`，用 `"stream": true` 流式输出）。
 

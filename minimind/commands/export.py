@@ -3,10 +3,16 @@
   python -m minimind export --model runs/x/checkpoints/step-1000 --format llama,gguf-q8_0 \\
       --out exports/ --eval-file heldout.txt
   python -m minimind export --model base/ --adapter runs/lora/checkpoints/step-200 --format merged --out exports/
+  python -m minimind export --model runs/x/checkpoints/step-1000 --format hf --out exports/ \\
+      --push-to-hub your-name/minimind-x
 
 Each format goes to OUT/<format>/ with a README.md card. Formats: hf, llama, merged,
 int8, bnb-8bit, bnb-nf4, gguf-f16, gguf-q8_0, onnx, onnx-int8 (or "all": every format that
 applies; the ONNX ones when their packages (requirements.txt) are installed).
+
+--push-to-hub REPO publishes the export, once written and verified, to that Hugging Face Hub model
+repo: private unless --public, with the token of HF_TOKEN (else the one `hf auth login` saved, else
+asked for at the terminal; never stored). `python -m minimind publish` publishes an existing export.
 """
 
 from __future__ import annotations
@@ -40,6 +46,44 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="architecture of a merged export (default: llama for dense models)")
     p.add_argument("--no-verify", action="store_true", help="skip reloading and scoring each export")
     p.add_argument("--overwrite", action="store_true", help="replace existing export folders")
+    p.add_argument("--push-to-hub", metavar="REPO", default=None,
+                   help="then publish the verified export (one --format) to this Hugging Face Hub model repo "
+                        "(owner/name); token: HF_TOKEN, else asked for")
+    p.add_argument("--public", action="store_true", help="with --push-to-hub: a new repo is public (default private)")
+
+
+def hub_token(repo: str, formats: list[str], verify: bool) -> str:
+    """Everything --push-to-hub needs, checked before the export runs (which may take minutes): one
+    format, verification on, a valid repo id, and a token (HF_TOKEN, else typed at a terminal)."""
+    from ..errors import HubError
+    from ..hub.publish import check_repo_id
+
+    if len(formats) != 1:
+        raise HubError(f"--push-to-hub publishes one export: pick one --format (got {', '.join(formats)})")
+    if not verify:
+        raise HubError("--push-to-hub publishes verified exports only: drop --no-verify")
+    check_repo_id(repo)
+    return terminal_token()
+
+
+def terminal_token() -> str:
+    """huggingface_hub's token (HF_TOKEN, or the saved login), else one typed at the terminal and
+    kept in memory only; HubError without either."""
+    import getpass
+    import sys
+
+    from ..errors import HubError
+    from ..hub.publish import NO_TOKEN, resolve_token
+
+    try:
+        return resolve_token()
+    except HubError:
+        if not sys.stdin.isatty():
+            raise
+    typed = getpass.getpass("Hugging Face token (write access; used for this upload only, not stored): ").strip()
+    if not typed:
+        raise HubError(NO_TOKEN)
+    return typed
 
 
 def read_eval_file(path: str, limit: int) -> tuple[list[str], list[str] | None]:
@@ -67,6 +111,7 @@ def parse_formats(text: str, model_dir: str, adapter: str | None) -> list[str]:
 def run(args) -> int:
     from transformers.utils import logging as hf_logging
 
+    from ..errors import ConfigError
     from ..export import export_many
     from ..export.card import human_size
 
@@ -74,6 +119,9 @@ def run(args) -> int:
     # bitsandbytes logs that an optional CPU kernel package is absent: nothing a user need do
     logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
     formats = parse_formats(args.format, args.model, args.adapter)
+    if args.public and not args.push_to_hub:
+        raise ConfigError("--public goes with --push-to-hub REPO")
+    token = hub_token(args.push_to_hub, formats, not args.no_verify) if args.push_to_hub else None
     eval_text, eval_labels = read_eval_file(args.eval_file, args.eval_chars) if args.eval_file else (None, None)
     print(f"exporting {args.model}{' + ' + args.adapter if args.adapter else ''} to {', '.join(formats)}",
           flush=True)
@@ -108,4 +156,17 @@ def run(args) -> int:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
-    return 2 if any(r.error for r in results) else 0
+    if any(r.error for r in results):
+        return 2
+    if args.push_to_hub:
+        push(results[0].folder, args.push_to_hub, token, args.public)
+    return 0
+
+
+def push(folder, repo: str, token: str, public: bool) -> None:
+    """Publish one export folder and say where it went."""
+    from ..hub.publish import publish
+
+    print(f"publishing {folder} to the Hugging Face Hub as {repo} ({'public' if public else 'private'})", flush=True)
+    url = publish(folder, repo, token=token, private=not public)
+    print(f"published: {url}")

@@ -1,15 +1,17 @@
 """Models people bring from the Hugging Face Hub (or a folder): Llama, Mistral, Qwen2 and Qwen3
 decoders imported as MiniMind models (importer), their configs mapped both ways (families), and
-the download that fetches them (download)."""
+the download that fetches them (download); and the way back: an export published as a model repo
+(publish)."""
 
 from pathlib import Path
 
 from .download import download, is_model_id, max_model_gb
 from .families import FAMILIES, config_from_hf, hf_config_dict
 from .importer import ImportReport, import_folder
+from .publish import publish
 
 __all__ = ["FAMILIES", "ImportReport", "config_from_hf", "download", "hf_config_dict", "import_folder",
-           "import_model", "is_model_id", "max_model_gb"]
+           "import_model", "is_model_id", "max_model_gb", "publish"]
 
 
 def import_model(source: str, out, *, token: str | None = None, max_gb: float | None = None,

@@ -26,6 +26,7 @@ from ..context import AppContext, user_errors, without_paths
 from ..downloads import download_list
 from ..errors_zh import HELD_OUT, error_zh
 from ..i18n import headed, language, t, tr
+from . import publish
 
 DEFAULT_FORMATS = ["hf", "gguf-q8_0"]
 COLUMNS = ["format", "file", "size MB", "perplexity", "source perplexity", "delta %", "greedy match", "status"]
@@ -143,3 +144,4 @@ def build(ctx: AppContext) -> None:
              api_name="export")
     model.focus(lambda: gr.update(choices=ctx.model_choices()), None, [model], api_name=False)
     model.change(user_errors(lambda m: formats_for(ctx, m)), [model], [formats], api_name=False)
+    publish.build(ctx, after=message)  # Publish to the Hugging Face Hub (tabs/publish.py)
