@@ -208,7 +208,8 @@ def export_one(src: Source, reference: Reference | None, fmt: str, out_dir: str 
         stem = name or model_name(src.folder, src.adapter)
         artifact = _write(fmt, src, partial, dtype, merged_as, stem)
         seconds = time.perf_counter() - start
-        files = sorted(p.name for p in partial.iterdir() if p.is_file() and p.name != "README.md")
+        files = sorted(p.relative_to(partial).as_posix() for p in partial.rglob("*")  # ONNX: onnx/model.onnx
+                       if p.is_file() and p.name != "README.md")
         result = ExportResult(
             format=fmt, folder=out_dir, path=out_dir / artifact.relative_to(partial) if artifact != partial
             else out_dir, files=files, size_bytes=sum((partial / f).stat().st_size for f in files),

@@ -46,9 +46,12 @@ class FormatSpec:
 
 
 _AUTO = "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
-_ONNX = ("# the graph's inputs/outputs are Optimum's Llama decoder-with-past layout (see model card)\n"
+_ONNX = ("# transformers.js (Node or browser) loads the folder with default options: its dtype is in config.json\n"
+         "#   const model = await AutoModelForCausalLM.from_pretrained(FOLDER);\n"
+         "# ONNX Runtime: the graph's inputs/outputs are Optimum's Llama decoder-with-past layout (see below)\n"
          "import onnxruntime\n"
-         "session = onnxruntime.InferenceSession(FOLDER + '/model.onnx', providers=['CPUExecutionProvider'])\n"
+         "graph = FOLDER + '/onnx/model.onnx'  # onnx-int8: '/onnx/model_quantized.onnx'\n"
+         "session = onnxruntime.InferenceSession(graph, providers=['CPUExecutionProvider'])\n"
          "# or, with the KV cache handled for you:\n"
          "from minimind.export.onnx_runner import OnnxCausalLM\n"
          "print(OnnxCausalLM(FOLDER).generate_greedy([0, 42], 32))")

@@ -1,8 +1,15 @@
 """`onnx`, `onnx-int8`: a decoder-with-past ONNX graph that ONNX Runtime (Python, C#, Web) runs.
 
-The folder holds `model.onnx` (+ `model.onnx.data`, the weights as ONNX external
-data), `config.json`, `generation_config.json` and the tokenizer files. The graph
-has the input/output names of Optimum's and transformers.js's Llama decoder
+The folder has the Hugging Face Hub's ONNX layout, which transformers.js v3 loads with
+default options (tests/js runs it in Node): `onnx/model.onnx` (`onnx`) or
+`onnx/model_quantized.onnx` (`onnx-int8`, transformers.js's dtype "q8"), and at the
+root `config.json`, `generation_config.json` and the tokenizer files. A graph
+under protobuf's 2 GB limit is one file with its weights inside (a browser then
+needs no external data); a larger one keeps its weights in `onnx/model.onnx_data`,
+the name transformers.js fetches. config.json's "transformers.js_config" names
+the folder's dtype (the browser's default, q8, would otherwise look for a
+quantized graph in a float folder) and, for a split graph, its external data.
+The graph has the input/output names of Optimum's and transformers.js's Llama decoder
 exports ("decoder with past", one graph for the prompt and for every next token):
 
   inputs   input_ids                 int64  (batch, sequence)
@@ -53,7 +60,7 @@ from ..hardware import VNNI_FLAGS, cpu_flags
 from ..tokenizer import save_tokenizer
 from .llama import llama_config, not_llama_shaped
 # (the runner's three names stay importable from here too: cards exported before onnx_runner.py name them so)
-from .onnx_runner import GRAPH, OnnxCausalLM, OnnxClassifier, load_onnx, require_onnx  # noqa: F401
+from .onnx_runner import GRAPH, QUANTIZED_GRAPH, OnnxCausalLM, OnnxClassifier, load_onnx, require_onnx  # noqa: F401
 
 LAYOUT = """\
 inputs   input_ids                 int64  (batch, sequence)
@@ -69,6 +76,8 @@ inputs   input_ids       int64  (batch, sequence)
          attention_mask  int64  (batch, sequence), 1 on real tokens (padding on either side)
 outputs  logits          float  (batch, num_labels); class names: id2label in config.json"""
 OPSET = 18           # ONNX opset of the graph (ONNX Runtime >= 1.14 runs it)
+SINGLE_FILE_LIMIT = 2_000_000_000  # bytes: a graph this big or bigger keeps its weights outside (protobuf's cap is 2 GiB)
+EXTERNAL_DATA = "model.onnx_data"  # beside onnx/model.onnx: what transformers.js fetches as its external data
 
 
 def onnx_refusal(config) -> str | None:
@@ -237,7 +246,8 @@ def _name_classifier_axes(path: Path) -> None:
 
 def export_graph(model: nn.Module, path: Path) -> Path:
     """Trace `model` (a MiniMindForCausalLM in float32, eval mode) to a decoder-with-past graph at
-    `path`, weights in `path`.data. Example shapes avoid 0 and 1 so that no axis is fixed."""
+    `path`, weights in `path`.data (the exporter's layout; `write_onnx` re-saves it in the Hub's).
+    Example shapes avoid 0 and 1 so that no axis is fixed."""
     require_onnx()
     reason = onnx_refusal(model.config)
     if reason:
@@ -313,34 +323,68 @@ def quantize_graph(src: Path, dst: Path) -> Path:
     return dst
 
 
-def _write_config(model: nn.Module, folder: Path) -> None:
+def _write_config(model: nn.Module, folder: Path, js: dict) -> None:
     """config.json in Llama form for a dense rotary causal model (what Optimum / transformers.js
     look for), else MiniMind's (a classifier's holds its id2label / label2id); plus
     generation_config.json. `use_cache` tells loaders whether the graph takes and returns
-    the KV cache (a causal model's does, a classifier's does not)."""
+    the KV cache (a causal model's does, a classifier's does not); "transformers.js_config"
+    is `js` (see `js_config`)."""
     if not_llama_shaped(model.config) is None and not is_classifier_model(model):
-        config = llama_config(model.config, "float32")
-        config.use_cache = True
-        config.save_pretrained(folder)
+        llama_config(model.config, "float32").save_pretrained(folder)
     else:
         model.config.save_pretrained(folder)
-        data = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        data["use_cache"] = not is_classifier_model(model)  # a classifier's graph has no KV cache
-        (folder / "config.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    data = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    data["use_cache"] = not is_classifier_model(model)  # a classifier's graph has no KV cache
+    data["transformers.js_config"] = js
+    (folder / "config.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     if getattr(model, "generation_config", None) is not None:
         model.generation_config.save_pretrained(folder)
 
 
-def write_onnx(model: nn.Module, tokenizer, folder: Path, quantize: bool = False) -> Path:
-    """Write the ONNX folder (see the module docstring); returns the folder."""
+def save_graph(src: Path, dst: Path, limit: int = SINGLE_FILE_LIMIT) -> bool:
+    """Re-save the traced graph `src` (weights in the exporter's `<src>.data`) as `dst` in the Hub's
+    layout: one self-contained file under `limit` bytes, else the weights in EXTERNAL_DATA beside it.
+    True when the weights went outside."""
+    import onnx
+
+    size = sum(p.stat().st_size for p in src.parent.glob(src.name + "*"))
+    graph = onnx.load(str(src))  # with its external weights
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    external = size >= limit
+    if external:
+        onnx.save_model(graph, str(dst), save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=EXTERNAL_DATA)
+        (dst.parent / EXTERNAL_DATA).chmod(0o644)  # onnx writes it owner-only; it is shipped like the graph
+    else:
+        onnx.save_model(graph, str(dst))
+    return external
+
+
+def js_config(quantize: bool, external: bool) -> dict:
+    """config.json's "transformers.js_config": the dtype whose graph this folder holds (without it
+    a browser asks for the q8 graph and Node for the fp32 one, and one of them is missing), and
+    for a graph with its weights outside, that transformers.js must fetch them (Node's runtime
+    finds them beside the graph; a browser's gets only the files it is given)."""
+    config: dict = {"dtype": "q8" if quantize else "fp32"}
+    if external:
+        config["use_external_data_format"] = {"model.onnx": True}
+    return config
+
+
+def write_onnx(model: nn.Module, tokenizer, folder: Path, quantize: bool = False,
+               single_file_limit: int = SINGLE_FILE_LIMIT) -> Path:
+    """Write the ONNX folder (see the module docstring); returns the folder. The graph is traced
+    into a temporary folder beside it and re-saved in the Hub's layout (`save_graph`)."""
     folder.mkdir(parents=True, exist_ok=True)
     trace = export_classifier_graph if is_classifier_model(model) else export_graph
-    if quantize:
-        with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".onnx-float-") as tmp:
-            float_graph = trace(model, Path(tmp) / GRAPH)
-            quantize_graph(float_graph, folder / GRAPH)
-    else:
-        trace(model, folder / GRAPH)
-    _write_config(model, folder)
+    external = False
+    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".onnx-trace-") as tmp:
+        traced = trace(model, Path(tmp) / "model.onnx")
+        if quantize:
+            (folder / QUANTIZED_GRAPH).parent.mkdir(parents=True, exist_ok=True)
+            quantize_graph(traced, folder / QUANTIZED_GRAPH)
+        else:
+            external = save_graph(traced, folder / GRAPH, single_file_limit)
+    _write_config(model, folder, js_config(quantize, external))
     save_tokenizer(tokenizer, folder)
     return folder

@@ -16,7 +16,12 @@ from ..errors import ExportError
 from .runner import Step, greedy
 
 INSTALL = "pip install onnx==1.23.2 onnxscript==0.7.2 onnxruntime==1.32.0"  # as requirements.txt pins them
-GRAPH = "model.onnx"
+# The Hugging Face Hub's ONNX layout, where transformers.js looks with default options: the graph in
+# onnx/, named by its dtype's suffix (fp32: none, q8: "_quantized"); weights over protobuf's 2 GB go to
+# "<graph>_data" beside it. Folders exported before this layout hold one root model.onnx.
+GRAPH = "onnx/model.onnx"
+QUANTIZED_GRAPH = "onnx/model_quantized.onnx"
+LEGACY_GRAPH = "model.onnx"
 
 
 def missing_packages() -> list[str]:
@@ -40,13 +45,25 @@ def require_onnx() -> None:
         raise ExportError(f"the ONNX export needs {', '.join(missing)} (not installed): {INSTALL}")
 
 
+def graph_file(folder: str | Path, graph: str | None = None) -> Path:
+    """The graph an export folder holds: `graph` (a path inside the folder) when given, else the
+    float graph, else the quantized one, else an older export's root model.onnx."""
+    folder = Path(folder)
+    names = [graph] if graph else [GRAPH, QUANTIZED_GRAPH, LEGACY_GRAPH]
+    for name in names:
+        if (folder / name).is_file():
+            return folder / name
+    raise ExportError(f"{folder.name}/ holds no ONNX graph (looked for {', '.join(names)}); "
+                      "export the model again with --format onnx or onnx-int8")
+
+
 class _OnnxRunner:
     """An ONNX export in an ONNX Runtime session on the CPU, with the few model methods the evaluator
     and the checks call (an inference graph: eval()/train() change nothing; "parameters" say CPU)."""
 
     training = False
 
-    def __init__(self, folder: str | Path, threads: int | None = None):
+    def __init__(self, folder: str | Path, threads: int | None = None, graph: str | None = None):
         require_onnx()
         import onnxruntime as ort
         from transformers import AutoConfig
@@ -56,7 +73,8 @@ class _OnnxRunner:
         if threads:
             options.intra_op_num_threads = threads
         options.log_severity_level = 3
-        self.session = ort.InferenceSession(str(folder / GRAPH), options, providers=["CPUExecutionProvider"])
+        self.graph = graph_file(folder, graph)
+        self.session = ort.InferenceSession(str(self.graph), options, providers=["CPUExecutionProvider"])
         self.config = AutoConfig.from_pretrained(folder)
 
     def parameters(self):
@@ -75,8 +93,8 @@ class OnnxCausalLM(_OnnxRunner):
     checks use for PyTorch models: `model(input_ids=..., attention_mask=...).logits`. Each call
     starts from an empty cache; `step` runs one call with an explicit cache."""
 
-    def __init__(self, folder: str | Path, threads: int | None = None):
-        super().__init__(folder, threads)
+    def __init__(self, folder: str | Path, threads: int | None = None, graph: str | None = None):
+        super().__init__(folder, threads, graph)
         self.layers = sum(1 for i in self.session.get_inputs() if i.name.endswith(".key"))
         past = next(i for i in self.session.get_inputs() if i.name.startswith("past_key_values"))
         self.kv_heads, self.head_dim = past.shape[1], past.shape[3]
@@ -136,8 +154,9 @@ class OnnxClassifier(_OnnxRunner):
         return SimpleNamespace(logits=torch.from_numpy(logits))
 
 
-def load_onnx(folder: str | Path):
-    """The runner for an ONNX export folder: OnnxClassifier when its config names a classifier."""
+def load_onnx(folder: str | Path, graph: str | None = None):
+    """The runner for an ONNX export folder (`graph`: which of its graphs, see `graph_file`):
+    OnnxClassifier when its config names a classifier."""
     if is_classifier(folder):
-        return OnnxClassifier(folder)
-    return OnnxCausalLM(folder)
+        return OnnxClassifier(folder, graph=graph)
+    return OnnxCausalLM(folder, graph=graph)

@@ -35,7 +35,7 @@ from ..errors import ExportError
 from ..evaluate import EvalResult, evaluate_documents
 from .formats import Tolerance
 from .gguf_vocab import PRE_TOKENIZERS, splitter
-from .onnx_runner import load_onnx
+from .onnx_runner import GRAPH, QUANTIZED_GRAPH, load_onnx
 from .runner import forced_logits, greedy, model_logits, uncached
 
 PROMPT_TOKENS = 8    # prompt = end-of-text + the first tokens of the held-out text
@@ -260,8 +260,8 @@ def load_export(fmt: str, path: Path):
     """(model, tokenizer) reloaded with each format's natural loader, safetensors/GGUF only."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if fmt.startswith("onnx"):
-        return load_onnx(path), AutoTokenizer.from_pretrained(path)
+    if fmt.startswith("onnx"):  # the graph transformers.js loads for the folder's dtype
+        return load_onnx(path, QUANTIZED_GRAPH if fmt == "onnx-int8" else GRAPH), AutoTokenizer.from_pretrained(path)
     if fmt.startswith("gguf"):
         return _load_gguf(path)
     check_model_folder(path)

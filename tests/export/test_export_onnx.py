@@ -20,8 +20,8 @@ from minimind.commands.export import parse_formats  # noqa: E402
 from minimind.errors import ExportError  # noqa: E402
 from minimind.export import export, export_many  # noqa: E402
 from minimind.export import onnx_runner  # noqa: E402
-from minimind.export.onnx import export_graph, io_names  # noqa: E402
-from minimind.export.onnx_runner import OnnxCausalLM  # noqa: E402
+from minimind.export.onnx import EXTERNAL_DATA, export_graph, io_names, save_graph  # noqa: E402
+from minimind.export.onnx_runner import GRAPH, QUANTIZED_GRAPH, OnnxCausalLM, graph_file  # noqa: E402
 from minimind.export.verify import DEFAULT_EVAL_TEXT  # noqa: E402
 from minimind.tokenizer import save_tokenizer  # noqa: E402
 from helpers import tiny_config  # noqa: E402
@@ -34,7 +34,8 @@ def model_dir(tmp_path_factory, tokenizer):
 
 
 def _graph(tmp_path, encoding: str = "rope", **overrides):
-    """(PyTorch model, ONNX runner) for a random tiny model with `encoding` positions."""
+    """(PyTorch model, ONNX runner) for a random tiny model with `encoding` positions, traced to
+    the folder's root (the layout of exports made before the onnx/ folder, which still load)."""
     torch.manual_seed(0)
     model = MiniMindForCausalLM(tiny_config(position_encoding=encoding, **overrides)).eval()
     export_graph(model, tmp_path / "model.onnx")
@@ -110,16 +111,18 @@ def test_export_table_has_onnx_and_onnx_int8_rows(model_dir, tmp_path, capsys):
     rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("onnx")}
     assert re.search(r" [KMG]?B +[\d.]+ +[+-]0\.00% +32/32 ", rows["onnx"]), out  # float32: every token identical
     assert re.search(r" [+-][\d.]+% +\d+/32 ", rows["onnx-int8"]), out  # int8: agreement stated
-    for fmt in ("onnx", "onnx-int8"):
+    for fmt, graph, dtype in (("onnx", GRAPH, "fp32"), ("onnx-int8", QUANTIZED_GRAPH, "q8")):
         folder = tmp_path / "x" / fmt
-        names = {p.name for p in folder.iterdir()}
-        assert {"model.onnx", "config.json", "generation_config.json", "tokenizer.json", "README.md"} <= names
+        names = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+        # the Hub's layout, one self-contained graph (no external data) under 2 GB
+        assert {graph, "config.json", "generation_config.json", "tokenizer.json", "README.md"} <= names
+        assert not {n for n in names if n.endswith((".data", "_data"))} and "model.onnx" not in names
         card = (folder / "README.md").read_text(encoding="utf-8")
         assert "Greedy through the KV cache" in card and "past_key_values.{i}.key" in card
-    assert json.loads((tmp_path / "x" / "onnx" / "config.json").read_text())["model_type"] == "llama"
-    float_size = sum(p.stat().st_size for p in (tmp_path / "x" / "onnx").glob("model.onnx*"))
-    int8_size = sum(p.stat().st_size for p in (tmp_path / "x" / "onnx-int8").glob("model.onnx*"))
-    assert int8_size < float_size
+        assert f"`{graph}`" in card and "/onnx/model.onnx'" in card  # the files row and the load hint
+        config = json.loads((folder / "config.json").read_text())
+        assert config["model_type"] == "llama" and config["transformers.js_config"] == {"dtype": dtype}
+    assert (tmp_path / "x" / "onnx-int8" / QUANTIZED_GRAPH).stat().st_size < (tmp_path / "x" / "onnx" / GRAPH).stat().st_size
 
 
 def test_export_result_states_the_cache_decode_and_logit_difference(model_dir, tmp_path):
@@ -157,6 +160,31 @@ def test_missing_packages_name_the_install_command(model_dir, tmp_path, monkeypa
         export(model_dir, "onnx-int8", tmp_path / "onnx-int8")
     assert not (tmp_path / "onnx-int8").exists()
     assert not [f for f in parse_formats("all", str(model_dir), None) if f.startswith("onnx")]
+
+
+def test_a_graph_over_the_single_file_limit_keeps_its_weights_in_model_onnx_data(tmp_path):
+    model, _ = _graph(tmp_path / "traced")
+    folder = tmp_path / "split"
+    assert save_graph(tmp_path / "traced" / "model.onnx", folder / GRAPH, limit=0)
+    assert sorted(p.name for p in (folder / "onnx").iterdir()) == ["model.onnx", EXTERNAL_DATA]
+    graph = onnx.load(str(folder / GRAPH), load_external_data=False)
+    locations = {e.value for t in graph.graph.initializer for e in t.external_data if e.key == "location"}
+    assert locations == {EXTERNAL_DATA}  # the name transformers.js fetches beside onnx/model.onnx
+    model.config.save_pretrained(folder)
+    prompt = [2, 17, 40, 99, 7, 300, 12]
+    assert OnnxCausalLM(folder).generate_greedy(prompt, 16) == _torch_greedy(model, prompt, 16)
+    assert not save_graph(tmp_path / "traced" / "model.onnx", tmp_path / "whole" / GRAPH)  # under the limit
+
+
+def test_the_runner_finds_each_layout_and_names_what_it_looked_for(tmp_path):
+    (tmp_path / "onnx").mkdir()
+    with pytest.raises(ExportError, match=r"holds no ONNX graph \(looked for onnx/model.onnx, "
+                                          r"onnx/model_quantized.onnx, model.onnx\); export the model again"):
+        graph_file(tmp_path)
+    for name in ("model.onnx", QUANTIZED_GRAPH, GRAPH):  # each found in turn, the float graph first
+        (tmp_path / name).write_bytes(b"")
+        assert graph_file(tmp_path) == tmp_path / name
+    assert graph_file(tmp_path, QUANTIZED_GRAPH) == tmp_path / QUANTIZED_GRAPH
 
 
 def test_cards_written_before_the_runner_moved_still_import_it():
@@ -197,7 +225,7 @@ def test_a_classifier_exports_with_its_labels(classifier_dir, tmp_path, capsys):
     assert re.search(r"^format +size +accuracy +delta +labels +path", out, re.M), out
     config = json.loads((tmp_path / "onnx" / "config.json").read_text())
     assert config["id2label"] == {"0": "poem", "1": "play", "2": "letter"}
-    graph = onnx.load(str(tmp_path / "onnx" / "model.onnx"), load_external_data=False)
+    graph = onnx.load(str(tmp_path / "onnx" / GRAPH), load_external_data=False)
     assert [i.name for i in graph.graph.input] == ["input_ids", "attention_mask"]
     assert [o.name for o in graph.graph.output] == ["logits"]
     assert "Predicted labels" in (tmp_path / "onnx" / "README.md").read_text(encoding="utf-8")
