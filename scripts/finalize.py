@@ -11,6 +11,10 @@ measured quality and samples, and a Hugging Face model card (README.md).
 A stage whose run folder is not given keeps its section of the card already in --out (so
 a GRPO stage can be added to a shipped model without its pretraining runs at hand).
 
+  python -m scripts.finalize tang --out checkpoints/minimind-tang --header-only
+
+rewrites only the card's front matter (huggingface_hub's ModelCardData) from its own figures.
+
 The card's YAML header holds the held-out figures (model-index) that
 tests/models/test_shipped_models.py checks against a fresh measurement.
 """
@@ -25,6 +29,7 @@ from pathlib import Path
 
 import torch
 import yaml
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from minimind.checkpoint import load_model, load_tokenizer_for
 from minimind.data import DataConfig, iter_texts
@@ -35,6 +40,9 @@ from minimind.training import RunDir
 from scripts.corpora import TANG, tang_records, tang_split
 from minimind.training.rewards.poems import form_of, rhymes
 
+# the corpus's Hub license id and its license file (copied beside the weights); LICENSE.shakespeare's
+# texts are CC-BY 2.5 (its code, which the model never saw, MIT)
+CORPUS_LICENSE = {"tang": ("mit", "LICENSE.chinese-poetry"), "shakespeare": ("cc-by-2.5", "LICENSE.shakespeare")}
 SAMPLE_PARAMS = dict(temperature=0.8, top_p=0.9, top_k=40, repetition_penalty=1.1, max_new_tokens=96)
 EVAL_CONTEXT = 256
 TANG_PROMPTS = ["以《春夜》为题写一首五言绝句", "写一首李白风格的诗", "续写：床前明月光",
@@ -77,7 +85,7 @@ def heldout_sample(kind: str, out: Path) -> tuple[Path, list[str], list[str]]:
         path.write_text("".join(json.dumps({"title": by_text.get(t, {}).get("title", ""),
                                             "author": by_text.get(t, {}).get("author", ""), "text": t},
                                            ensure_ascii=False) + "\n" for t in sample), encoding="utf-8")
-        shutil.copyfile(TANG.parent / "LICENSE.chinese-poetry", out / "LICENSE.chinese-poetry")
+        shutil.copyfile(TANG.parent / CORPUS_LICENSE["tang"][1], out / CORPUS_LICENSE["tang"][1])
         return path, sample, held
     held_file = Path("work/shakespeare/heldout.txt")
     held = list(iter_texts([str(held_file)], config=DataConfig(split="paragraph")))
@@ -89,7 +97,7 @@ def heldout_sample(kind: str, out: Path) -> tuple[Path, list[str], list[str]]:
         chars += len(doc)
     path = out / "heldout_sample.txt"
     path.write_text("\n\n".join(sample) + "\n", encoding="utf-8")
-    shutil.copyfile(TANG.parent / "LICENSE.shakespeare", out / "LICENSE.shakespeare")
+    shutil.copyfile(TANG.parent / CORPUS_LICENSE["shakespeare"][1], out / CORPUS_LICENSE["shakespeare"][1])
     return path, sample, held
 
 
@@ -220,14 +228,21 @@ def previous_stages(card: Path) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("kind", choices=["tang", "shakespeare"])
-    parser.add_argument("--model", required=True, type=Path)
+    parser.add_argument("--model", type=Path, help="the checkpoint to ship (not with --header-only)")
     parser.add_argument("--pretrain-run", type=Path)
     parser.add_argument("--sft-run", type=Path)
     parser.add_argument("--grpo-run", type=Path)
     parser.add_argument("--before", type=Path, help="the model before the last stage: the card compares it")
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--command", default="", help="the command that rebuilds the model (kept with it)")
+    parser.add_argument("--header-only", action="store_true",
+                        help="only rewrite --out's card front matter from its own figures (nothing re-measured)")
     args = parser.parse_args()
+    if args.header_only:
+        refresh_header(args.out, args.kind)
+        return
+    if args.model is None:
+        parser.error("--model is required (unless --header-only)")
 
     start = time.perf_counter()
     kept = previous_stages(args.out / "README.md") if not (args.pretrain_run or args.sft_run) else ""
@@ -272,24 +287,8 @@ def render_card(kind, args, config, params, size_mb, vocab, full, fast, sample_n
     right, rhymed, total = form_check
     tang = kind == "tang"
     name = "MiniMind-Tang" if tang else "MiniMind-Shakespeare"
-    header = {
-        "language": ["zh"] if tang else ["en"], "license": "mit" if tang else "cc-by-2.5",
-        "library_name": "transformers", "pipeline_tag": "text-generation",
-        "tags": ["minimind", "llama", "tiny", "poetry" if tang else "shakespeare"],
-        "model-index": [{"name": name, "results": [{
-            "task": {"type": "text-generation", "name": "Language modelling"},
-            "dataset": {"name": "held-out poems (2% by poem)" if tang else "held-out plays (4 of 40)",
-                        "type": "tang_poems" if tang else "shakespeare"},
-            "metrics": [
-                {"type": "bits_per_character", "value": round(full.bpc, 4), "name": "held-out BPC"},
-                {"type": "perplexity", "value": round(full.perplexity, 3), "name": "held-out perplexity (per token)"},
-                {"type": "loss", "value": round(full.loss, 4), "name": "held-out loss (nats/token)"},
-                {"type": "bits_per_character", "value": round(fast.bpc, 4),
-                 "name": f"held-out sample BPC ({sample_name})"},
-            ]}]}],
-    }
-    lines = ["---", yaml.safe_dump(header, allow_unicode=True, sort_keys=False).strip(), "---", "",
-             f"# {name}", ""]
+    results = eval_results(tang, full, fast, sample_name)
+    lines = [f"# {name}", ""]
     if tang:
         lines += [f"A {params / 1e6:.1f}M-parameter Llama-shaped model that writes classical Chinese poems, pretrained on the "
                   "Complete Tang Poems and then fine-tuned to answer requests such as 以《春夜》为题写一首五言绝句, "
@@ -382,7 +381,47 @@ def render_card(kind, args, config, params, size_mb, vocab, full, fast, sample_n
                                 "Speaker names and stage directions are invented freely; it writes Early Modern "
                                 "English only and cannot follow instructions."),
               "", "## Reproduce", "", f"`bash scripts/train_{kind}.sh` (see README.md, *Shipped models*).", ""]
-    return "\n".join(lines)
+    return with_header(card_data(kind, results), "\n".join(lines))
+
+
+def eval_results(tang: bool, full, fast, sample_name: str) -> list[EvalResult]:
+    """The card's held-out figures as the Hub's model-index holds them (tests re-measure them)."""
+    task = dict(task_type="text-generation", task_name="Language modelling",
+                dataset_name="held-out poems (2% by poem)" if tang else "held-out plays (4 of 40)",
+                dataset_type="tang_poems" if tang else "shakespeare")
+    return [EvalResult(**task, metric_type="bits_per_character", metric_value=round(full.bpc, 4),
+                       metric_name="held-out BPC"),
+            EvalResult(**task, metric_type="perplexity", metric_value=round(full.perplexity, 3),
+                       metric_name="held-out perplexity (per token)"),
+            EvalResult(**task, metric_type="loss", metric_value=round(full.loss, 4),
+                       metric_name="held-out loss (nats/token)"),
+            EvalResult(**task, metric_type="bits_per_character", metric_value=round(fast.bpc, 4),
+                       metric_name=f"held-out sample BPC ({sample_name})")]
+
+
+def card_data(kind: str, results: list[EvalResult]) -> ModelCardData:
+    """The shipped card's front matter, built by huggingface_hub so the Hub reads it: the license of
+    the corpus (its file ships beside the weights), the language it writes, the figures."""
+    tang = kind == "tang"
+    return ModelCardData(
+        language=["zh"] if tang else ["en"],
+        license=CORPUS_LICENSE[kind][0], library_name="transformers", pipeline_tag="text-generation",
+        tags=["minimind", "llama", "tiny", "poetry" if tang else "shakespeare"],
+        model_name="MiniMind-Tang" if tang else "MiniMind-Shakespeare", eval_results=results)
+
+
+def with_header(data: ModelCardData, body: str) -> str:
+    """The card: front matter and body, parsed back by huggingface_hub's ModelCard (a header the Hub
+    could not read raises here, before anything is written)."""
+    return str(ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}"))
+
+
+def refresh_header(folder: Path, kind: str) -> None:
+    """Rewrite a shipped card's front matter from its own figures, the body unchanged (the header's
+    fields changed; nothing is re-measured)."""
+    card = ModelCard.load(folder / "README.md")
+    (folder / "README.md").write_text(with_header(card_data(kind, card.data.eval_results), card.text.lstrip("\n")),
+                                      encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -2,15 +2,39 @@
 
 A downloaded folder or GGUF file travels without our app, so the card carries
 the facts a person needs to trust it: source checkpoint, format, size, the
-held-out perplexity it keeps against the source's, and how to load it.
+held-out perplexity it keeps against the source's, and how to load it. Its YAML
+front matter is what the Hub reads (license, library, task, base model, tags,
+languages); it is built with huggingface_hub's own ModelCardData and parsed back
+by ModelCard, so a card that would not load on the Hub is never written.
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from huggingface_hub import ModelCard, ModelCardData
+
+from ..language import text_languages
 from .formats import FORMATS, Tolerance
+from .license import Terms, resolve_terms
 from .onnx import CLASSIFIER_LAYOUT, LAYOUT
+
+# extra Hub tags per format ("minimind" and the stored architecture are added to all)
+FORMAT_TAGS = {"int8": ["torchao", "int8"], "bnb-8bit": ["bitsandbytes", "8-bit"], "bnb-nf4": ["bitsandbytes", "4-bit"],
+               "gguf-f16": ["gguf"], "gguf-q8_0": ["gguf"], "onnx": ["onnx"], "onnx-int8": ["onnx", "int8"]}
+# model types Transformers.js runs as text generation from an onnx/ folder (its Llama-family decoders)
+TRANSFORMERS_JS_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+
+
+@dataclass(frozen=True)
+class CardFacts:
+    """What the front matter says beyond the export itself, found by the exporter."""
+
+    terms: Terms = field(default_factory=lambda: Terms(None))   # license and base model (license.resolve_terms)
+    languages: tuple[str, ...] = ()      # ISO 639-1 codes of what the model writes (minimind.language)
+    architecture: str | None = None      # the stored model type (llama, qwen2, ...; minimind for hf)
 
 
 def human_size(n_bytes: int) -> str:
@@ -21,14 +45,94 @@ def human_size(n_bytes: int) -> str:
     return f"{n_bytes:.1f} GB"
 
 
-def render_card(result, tolerance: Tolerance, eval_name: str) -> str:
-    """Markdown for one ExportResult (see exporter.ExportResult)."""
+def stated_languages(folder: Path) -> list[str]:
+    """The `language` a model folder's own card states (the shipped models' do), else []."""
+    card = Path(folder) / "README.md"
+    if not card.is_file():
+        return []
+    try:
+        stated = ModelCard.load(card).data.language
+    except (OSError, ValueError):  # front matter that is not YAML states nothing
+        return []
+    return [stated] if isinstance(stated, str) else list(stated or [])
+
+
+def find_facts(model: Path, adapter: Path | None, documents: list[str] | None,
+               architecture: str | None = None) -> CardFacts:
+    """The facts of an export of `model` (+ `adapter`): license terms from where it came from; the
+    languages of `documents`, the model's own text it was scored on, else those its card states."""
+    languages = text_languages(documents) if documents else []
+    if not languages:
+        languages = stated_languages(adapter if adapter is not None else model) or stated_languages(model)
+    return CardFacts(resolve_terms(model, adapter), tuple(languages), architecture)
+
+
+def library_name(result) -> str | None:
+    """The Hub library that loads this export, which picks its "Use this model" snippet: transformers
+    for the safetensors folders; Transformers.js for an ONNX decoder it can run (a Llama-family
+    config beside onnx/model.onnx); none for GGUF, a file format the Hub recognises by the file
+    itself (not a library of its list), nor for an ONNX graph only ONNX Runtime runs."""
+    if result.format.startswith("gguf"):
+        return None
+    if result.format.startswith("onnx"):
+        folder = Path(result.folder)
+        graphs = list((folder / "onnx").glob("model*.onnx")) if (folder / "onnx").is_dir() else []
+        try:
+            model_type = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("model_type")
+        except (OSError, ValueError):
+            model_type = None
+        usable = graphs and not result.classifier and model_type in TRANSFORMERS_JS_TYPES
+        return "transformers.js" if usable else None
+    return "transformers"
+
+
+def card_data(result, facts: CardFacts) -> ModelCardData:
+    """The front matter of one export's card."""
+    terms = facts.terms
+    tags = ["minimind"]
+    if facts.architecture and not facts.architecture.startswith("minimind"):
+        tags.append(facts.architecture)
+    tags += FORMAT_TAGS.get(result.format, [])
+    if result.adapter:
+        tags.append("lora")
+    bases = list(terms.base_models)
+    return ModelCardData(
+        license=terms.license, license_name=terms.license_name, license_link=terms.license_link,
+        library_name=library_name(result),
+        pipeline_tag="text-classification" if result.classifier else "text-generation",
+        base_model=(bases[0] if len(bases) == 1 else bases) or None,
+        language=list(facts.languages) or None, tags=tags)
+
+
+def license_lines(terms: Terms) -> list[str]:
+    """The card's License section: what the front matter claims and why, or why it claims none."""
+    files = ", ".join(f"`{name}`" for name in terms.files)
+    kept = f" Its license files are beside the weights: {files}." if files else ""
+    parts = "; ".join(f"{p.what}: {p.license if p.license != 'other' else p.name or 'other'}"
+                      if p.license else f"{p.what}: not known" for p in terms.pieces)
+    if terms.license is None:
+        missing = ", ".join(terms.unknown) or "the source model"
+        text = (f"Not known: nothing says under which terms {missing} may be shared, so this card claims no "
+                "license. Add `license:` (a Hub license id) to the front matter before publishing it.")
+        return ["## License", "", text + (f" Known parts: {parts}." if len(terms.unknown) < len(terms.pieces) else "")
+                + kept, ""]
+    if terms.license == "other":
+        return ["## License", "", f"Several licenses apply ({parts}); the front matter names them "
+                f"`{terms.license_name}` and links `{terms.license_link}`.{kept}", ""]
+    return ["## License", "", f"`{terms.license}`, the license of what it was made from ({parts}).{kept}", ""]
+
+
+def render_card(result, tolerance: Tolerance, eval_name: str, facts: CardFacts | None = None) -> str:
+    """Markdown for one ExportResult (see exporter.ExportResult), front matter first."""
+    facts = facts or CardFacts()
     spec = FORMATS[result.format]
     folder = Path(result.folder).name
     target = Path(result.path).name if result.path != result.folder else folder
     rows = [("Source checkpoint", f"`{result.source}`"), ("Format", f"`{result.format}`: {spec.summary}")]
     if result.adapter:
         rows.append(("LoRA adapter", f"`{result.adapter}`, merged into the weights"))
+    if facts.terms.base_models:
+        rows.append(("Base model", ", ".join(f"`{b}`" for b in facts.terms.base_models)))
     if result.stored_as:
         rows.append(("Stored as", result.stored_as))
     if result.dtype and not result.format.startswith("gguf"):
@@ -65,8 +169,10 @@ def render_card(result, tolerance: Tolerance, eval_name: str) -> str:
              "| | |", "|---|---|", *[f"| {k} | {v} |" for k, v in rows], "",
              "## Load it", "", "```python" if not result.format.startswith("gguf") else "```", hint, "```", "",
              *(_onnx_layout(result) if result.format.startswith("onnx") else []),
+             *license_lines(facts.terms),
              "Written and verified by MiniMind Studio (`python -m minimind export`).", ""]
-    return "\n".join(lines)
+    card = ModelCard(f"---\n{card_data(result, facts).to_yaml()}\n---\n\n" + "\n".join(lines))
+    return str(card)
 
 
 def _onnx_layout(result) -> list[str]:
@@ -75,7 +181,7 @@ def _onnx_layout(result) -> list[str]:
     return ["## Graph inputs and outputs", "", "```", layout, "```", ""]
 
 
-def write_card(folder: Path, result, tolerance: Tolerance, eval_name: str) -> Path:
+def write_card(folder: Path, result, tolerance: Tolerance, eval_name: str, facts: CardFacts | None = None) -> Path:
     path = Path(folder) / "README.md"
-    path.write_text(render_card(result, tolerance, eval_name), encoding="utf-8")
+    path.write_text(render_card(result, tolerance, eval_name, facts), encoding="utf-8")
     return path

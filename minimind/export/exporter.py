@@ -8,6 +8,7 @@ partial folder and raises `ExportError` with the numbers that failed.
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from collections.abc import Callable, Iterable
@@ -20,11 +21,12 @@ from ..checkpoint import adapter_base, is_adapter, is_classifier, load_tokenizer
 from ..classifier import is_classifier_model
 from ..lstm import is_lstm
 from ..errors import ExportError
-from .card import write_card
+from .card import CardFacts, find_facts, write_card
 from .formats import DTYPES, FORMATS, lstm_refusal, tolerance_for
 from .gguf import gguf_architecture, gguf_refusal, write_gguf
-from .heldout import default_eval_labels, default_eval_text, model_name
+from .heldout import GENERIC_NAME, default_eval_labels, default_eval_text, model_name
 from .hf import write_hf
+from .license import copy_license_files
 from .llama import family_name, not_llama_shaped, require_dense, write_llama
 from .merged import default_merged_as, write_merged
 from .onnx import onnx_refusal, write_onnx
@@ -176,6 +178,18 @@ def _write(fmt: str, src: Source, folder: Path, dtype: str | None, merged_as: st
     return write_gguf(model, tok, folder, fmt.split("-", 1)[1], stem=stem)
 
 
+def _card_facts(fmt: str, src: Source, reference, eval_name: str, folder: Path) -> CardFacts:
+    """The card's license, languages and stored architecture: languages from the held-out text
+    when it is the model's own (not the generic sample), the architecture as the export holds it."""
+    documents = reference.documents if reference is not None and eval_name != GENERIC_NAME else None
+    if fmt.startswith("gguf"):
+        architecture = gguf_architecture(src.config)
+    else:
+        config = folder / "config.json"
+        architecture = json.loads(config.read_text(encoding="utf-8")).get("model_type") if config.is_file() else None
+    return find_facts(src.folder, src.adapter, documents, architecture)
+
+
 def _publish(partial: Path, out_dir: Path, overwrite: bool) -> None:
     if out_dir.exists():
         if not overwrite:
@@ -235,9 +249,11 @@ def export_one(src: Source, reference: Reference | None, fmt: str, out_dir: str 
             result.accuracy, result.source_accuracy = verdict.accuracy, verdict.source_accuracy
             if not verdict.passed:
                 raise ExportError(f"{fmt} export failed verification: {'; '.join(verdict.problems)}")
+        facts = _card_facts(fmt, src, reference, eval_name, partial)
+        copy_license_files(facts.terms, partial)  # beside the weights, not counted among the export's files
         _publish(partial, out_dir, overwrite)
         result.eval_name = eval_name if reference is not None else None
-        write_card(out_dir, result, tolerance, eval_name)
+        write_card(out_dir, result, tolerance, eval_name, facts)
         return result
     finally:
         shutil.rmtree(partial, ignore_errors=True)

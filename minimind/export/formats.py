@@ -57,10 +57,12 @@ _ONNX = ("# transformers.js (Node or browser) loads the folder with default opti
          "print(OnnxCausalLM(FOLDER).generate_greedy([0, 42], 32))")
 
 FORMATS: dict[str, FormatSpec] = {spec.name: spec for spec in [
-    FormatSpec("hf", "MiniMind Hugging Face folder (safetensors)", EXACT,
-               "import minimind  # registers the MiniMind classes\n" + _AUTO
-               + "model = AutoModelForCausalLM.from_pretrained(FOLDER)\n"
-               "tokenizer = AutoTokenizer.from_pretrained(FOLDER)", holds_lstm=True),
+    FormatSpec("hf", "MiniMind Hugging Face folder (safetensors); it loads only after `import minimind` "
+               "(MiniMind Studio's code on the Python path); `llama` is the portable one", EXACT,
+               "import minimind  # registers the MiniMind classes: without it transformers cannot load this folder\n"
+               + _AUTO + "model = AutoModelForCausalLM.from_pretrained(FOLDER)\n"
+               "tokenizer = AutoTokenizer.from_pretrained(FOLDER)\n"
+               "# no MiniMind at hand? export `llama` instead: a stock LlamaForCausalLM folder", holds_lstm=True),
     FormatSpec("llama", "stock LlamaForCausalLM folder (safetensors), no MiniMind code needed", EXACT,
                _AUTO + "model = AutoModelForCausalLM.from_pretrained(FOLDER)  # a LlamaForCausalLM\n"
                "tokenizer = AutoTokenizer.from_pretrained(FOLDER)", dense_only=True),
