@@ -7,11 +7,14 @@ refused on a closed local port, the HfHubHTTPError its own hf_raise_for_status m
 answer) and check each becomes a HubError that says what to do, and that the token never shows up in
 a message, a log, the workspace or the export folder."""
 
+import io
 import logging
 import os
 import re
+import select
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import gradio as gr
@@ -173,6 +176,7 @@ def test_a_closed_port_is_a_connection_failure_said_plainly(tmp_path):
 
 def test_export_push_to_hub_checks_what_it_can_before_exporting(monkeypatch, tmp_path, capsys):
     no_saved_token(monkeypatch, tmp_path)
+    monkeypatch.setattr("sys.stdin", io.StringIO())  # no terminal to ask at (also under pytest -s)
     model = make_shipped(tmp_path / "models") / "minimind-tang"
     out = tmp_path / "exports"
     base = ["export", "--model", str(model), "--out", str(out)]
@@ -202,6 +206,32 @@ def test_export_push_to_hub_exports_verifies_then_publishes(tmp_path):
     assert "error: me/minimind-tiny: cannot publish: offline mode is on (HF_HUB_OFFLINE=1)" in done.stderr
     assert (out / "hf" / "README.md").is_file() and (out / "hf" / "model.safetensors").is_file()
     assert TOKEN not in done.stdout + done.stderr and not files_holding(tmp_path, TOKEN)
+
+
+def test_publish_asks_at_a_terminal_and_keeps_the_typed_token_nowhere(tmp_path):
+    """No HF_TOKEN, no saved login, a terminal: `minimind publish` asks (echo off) and uses what is typed."""
+    folder = write_export(tmp_path / "exports" / "hf")
+    master, terminal = os.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "minimind", "publish", str(folder), "me/x"], stdin=terminal,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(tmp_path), cwd=ROOT,
+                            start_new_session=True)  # no controlling terminal: getpass reads the given one
+    os.close(terminal)
+    try:
+        asked, deadline = b"", time.monotonic() + 240
+        while b"not stored): " not in asked:
+            assert proc.poll() is None and time.monotonic() < deadline, asked
+            if select.select([proc.stderr], [], [], 1)[0]:
+                asked += os.read(proc.stderr.fileno(), 4096)
+        os.write(master, TOKEN.encode() + b"\n")
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    said = (asked + out + err).decode()
+    assert proc.returncode == 2, said
+    assert "error: me/x: cannot publish: offline mode is on (HF_HUB_OFFLINE=1)" in said  # it got past the token
+    assert TOKEN not in said and not files_holding(tmp_path, TOKEN)
 
 
 # ---- the page -----------------------------------------------------------------------------------
