@@ -22,7 +22,7 @@ from .bounded import BoundedWork, WorkLimits, start_server
 from .context import AppContext
 from .downloads import add_download_route
 from .gate import Access, Gate, gradio_session_user
-from .i18n import EN, I18N, t
+from .i18n import EN, I18N, english, t
 from .jobs import JobManager
 from .tabs import chat, corpus, export, train
 from .uploads import OnlyReceivedFiles, form_fields_within_limit
@@ -43,8 +43,56 @@ html:lang(zh) .toast-title.error > * { font-size: var(--text-lg); }
 """
 
 
+# what the API calls the inputs and outputs that have no fixed label on the page (a Markdown line, a
+# chat pane headed by the model that answers in it), by elem_id; every other one goes by its English label
+API_LABELS = {
+    "corpus-summary": "summary", "corpus-problems": "problems", "corpus-saved": "message",
+    "estimate": "estimate", "train-message": "message", "train-progress": "progress", "train-facts": "facts",
+    "train-queue": "queue", "confusion-line": "confusion_summary", "import-status": "status",
+    "chatbot": "conversation", "chatbot-b": "conversation_b", "try-label": "probabilities",
+    "try-label-b": "probabilities_b", "export-message": "message", "publish-message": "message",
+}
+
+
+class StudioBlocks(gr.Blocks):
+    """The page's Blocks, whose API docs (Gradio's "Use via API" page, gradio_client's view_api) name
+    every parameter and output in plain English: a label the browser translates is given as its
+    English text (the page keeps the key and speaks Chinese), a component with no fixed label by
+    API_LABELS, else by its elem_id (never Gradio's value_<n>)."""
+
+    def get_api_info(self, all_endpoints: bool = False, page: str | None = None):
+        info = super().get_api_info(all_endpoints=all_endpoints, page=page)
+        events = {f"/{fn.api_name}": fn for fn in self.fns.values()}
+        for name, endpoint in info["named_endpoints"].items():
+            fn = events[name]
+            for entries, blocks in ((endpoint["parameters"], fn.inputs), (endpoint["returns"], fn.outputs)):
+                shown = [block for block in blocks if not block.skip_api]  # the ones Gradio lists, in order
+                for entry, block in zip(entries, shown, strict=True):
+                    entry["label"] = api_label(block, entry["label"])
+        return info
+
+
+def api_label(block, label) -> str:
+    """What the API docs call one input or output of an event (see StudioBlocks)."""
+    if block.elem_id in API_LABELS:
+        return API_LABELS[block.elem_id]
+    if getattr(block, "label", None) is None and block.elem_id:  # Gradio would say value_<id>
+        return block.elem_id.replace("-", "_")
+    return english(label)
+
+
+def hide_load_events(blocks: gr.Blocks) -> None:
+    """A component whose value is a function (a table filled when the page opens) gets a load event
+    that Gradio would list in the API as /lambda, /lambda_1...: the page's own wiring, not an
+    endpoint, so it is kept out of the API docs as every other internal event is (api_name=False)."""
+    for block in blocks.blocks.values():
+        event = getattr(block, "load_event", None)
+        if event:
+            blocks.fns[event["id"]].api_visibility = "private"
+
+
 def build_blocks(ctx: AppContext) -> gr.Blocks:
-    with gr.Blocks(title="MiniMind Studio") as blocks:
+    with StudioBlocks(title="MiniMind Studio") as blocks:
         gr.Markdown(f"# {EN_TITLE}", elem_id="title")
         if ctx.public_warning:
             gr.Markdown(f"⚠️ **{ctx.public_warning}**", elem_id="public-warning")
@@ -60,6 +108,7 @@ def build_blocks(ctx: AppContext) -> gr.Blocks:
                 export.build(ctx)
         with gr.Accordion(t("api"), open=False, elem_id="api-panel"):
             gr.Markdown(t("api_help"), elem_id="api-help")
+    hide_load_events(blocks)
     return blocks
 
 

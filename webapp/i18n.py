@@ -14,9 +14,12 @@ through errors_zh (context.user_errors), a corpus's problems through errors_zh, 
 log_zh (run_view.log_text). Names stay as they are (MiniMind, LoRA, GRPO, model and file names)."""
 
 import hashlib
+import json
+import re
 import string
 
 import gradio as gr
+from gradio.i18n import I18nData
 
 EN = {
     # the Train tab's two layers and run names (train.py)
@@ -519,6 +522,22 @@ I18N = gr.I18n(en=PAGE_EN, zh=PAGE_ZH, **{"zh-CN": PAGE_ZH, "zh-TW": PAGE_ZH})
 def t(key: str):
     """A label translated in the browser."""
     return I18N(key)
+
+
+I18N_MARK = re.compile(r"__i18n__(\{[^{}]*\})")  # a text the browser translates, as Gradio writes it into a string
+
+
+def english(label):
+    """A label as an API client reads it (the Gradio API's docs, gradio_client's view_api): the
+    English of a text the browser translates (an i18n key, or Gradio's marker of one inside a
+    string), any other label unchanged. The page itself keeps the key, so it still speaks Chinese."""
+    if isinstance(label, I18nData):
+        return PAGE_EN.get(label.key, label.key)
+    if isinstance(label, dict) and "translation_metadata" in (label.get("_type"), label.get("__type__")):
+        return PAGE_EN.get(label.get("key"), label.get("key"))
+    if isinstance(label, str):
+        return I18N_MARK.sub(lambda mark: english(json.loads(mark.group(1))), label)
+    return label
 
 
 def placeholders(text: str) -> list[str]:

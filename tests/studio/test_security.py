@@ -198,8 +198,8 @@ def test_no_text_parameter_reads_a_folder_outside_the_workspace(studio):
     for name, info in endpoints.items():
         params = info["parameters"]
         for i, param in enumerate(params):
-            label = param["label"].get("key") if isinstance(param["label"], dict) else param["label"]
-            if param["type"].get("type") != "string" or label in ("message", "system", "system_optional"):
+            parameter = param["parameter_name"]
+            if param["type"].get("type") != "string" or parameter in ("message", "system_prompt"):
                 continue  # free text for the model, not a name
             for value in values:
                 args = _arguments(info, bait / "train.log")
@@ -207,7 +207,7 @@ def test_no_text_parameter_reads_a_folder_outside_the_workspace(studio):
                 event, payload = gradio_call(server.url, name, args)
                 tried += 1
                 assert SECRET not in json.dumps(payload) and str(bait) not in json.dumps(payload).replace(
-                    json.dumps(value)[1:-1], ""), (name, label, value)
+                    json.dumps(value)[1:-1], ""), (name, parameter, value)
     assert tried > 20
 
 

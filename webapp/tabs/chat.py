@@ -201,6 +201,7 @@ def build(ctx: AppContext) -> None:
     choices = chat_choices(ctx)
     default = choices[0][1] if choices else None
     start = model_defaults(ctx, default)
+    max_new0 = min(max(start.max_new_tokens, 8), 1024)  # within the slider's range
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=480):
             with gr.Row():  # each pane is headed by the name of the model that answers in it
@@ -226,8 +227,7 @@ def build(ctx: AppContext) -> None:
                 temperature = gr.Slider(0.0, 2.0, value=start.temperature, step=0.05, label=t("temperature"))
                 top_p = gr.Slider(0.05, 1.0, value=start.top_p, step=0.05, label=t("top_p"))
                 top_k = gr.Slider(0, 200, value=start.top_k, step=1, label=t("top_k"))
-                max_new = gr.Slider(8, 1024, value=min(max(start.max_new_tokens, 8), 1024), step=8,
-                                    label=t("max_new_tokens"))
+                max_new = gr.Slider(8, 1024, value=max_new0, step=8, label=t("max_new_tokens"))
                 repetition = gr.Slider(1.0, 2.0, value=start.repetition_penalty, step=0.05,
                                        label=t("repetition_penalty"))
 
@@ -237,13 +237,40 @@ def build(ctx: AppContext) -> None:
                  [model], [chatbot, message], api_name=False)
     model_b.change(lambda m: gr.update(label=model_label(ctx, m)), [model_b], [chatbot_b], api_name=False)
     controls = [model, model_b, side_by_side, system, temperature, top_p, top_k, max_new, repetition]
-    handler = user_errors_gen(lambda *a: respond(ctx, *a))
-    send.click(handler, [message, chatbot, chatbot_b] + controls, [message, chatbot, chatbot_b], api_name="chat")
-    message.submit(handler, [message, chatbot, chatbot_b] + controls, [message, chatbot, chatbot_b],
-                   api_name=False)
-    regen.click(user_errors_gen(lambda *a: regenerate(ctx, *a)), [chatbot, chatbot_b] + controls,
-                [message, chatbot, chatbot_b], api_name="regenerate")
-    clear.click(lambda: ("", [], []), None, [message, chatbot, chatbot_b], api_name="clear_chat")
+    # the API's parameters are these handlers' own (name and order as `controls`); Gradio's defaults are
+    # the page's first values, a None default makes the system prompt and the second model optional
+    def send_message(message, history=None, history_b=None, model=default, model_b=None, side_by_side=False,
+                     system_prompt=None, temperature=start.temperature, top_p=start.top_p, top_k=start.top_k,
+                     max_new_tokens=max_new0, repetition_penalty=start.repetition_penalty):
+        """Send a message; the answer streams into the conversation (into both, side by side)."""
+        yield from respond(ctx, message, history, history_b, model, model_b, side_by_side, system_prompt,
+                           temperature, top_p, top_k, max_new_tokens, repetition_penalty)
+
+    def regenerate_answer(history=None, history_b=None, model=default, model_b=None, side_by_side=False,
+                          system_prompt=None, temperature=start.temperature, top_p=start.top_p, top_k=start.top_k,
+                          max_new_tokens=max_new0, repetition_penalty=start.repetition_penalty):
+        """Drop the last answer and answer the last message again."""
+        yield from regenerate(ctx, history, history_b, model, model_b, side_by_side, system_prompt,
+                              temperature, top_p, top_k, max_new_tokens, repetition_penalty)
+
+    def clear_chat():
+        """An empty message box and conversations."""
+        return "", [], []
+
+    handler = user_errors_gen(send_message)
+    chat_io = ([message, chatbot, chatbot_b] + controls, [message, chatbot, chatbot_b])
+    send.click(handler, *chat_io, api_name="chat", api_description=(
+        "Send `message` to `model` and stream its answer: returns the cleared message box and the "
+        "conversation (`history` plus the message and the answer). Optional: `system_prompt`, the sampling "
+        "settings (the model's defaults), `history` to go on with a conversation, and `side_by_side` with "
+        "`model_b` (and `history_b`) for a second model's answer."))
+    message.submit(handler, *chat_io, api_name=False)
+    regen.click(user_errors_gen(regenerate_answer), [chatbot, chatbot_b] + controls, [message, chatbot, chatbot_b],
+                api_name="regenerate", api_description=(
+                    "Answer the last user message of `history` again (its last answer dropped), with the same "
+                    "parameters as /chat."))
+    clear.click(clear_chat, None, [message, chatbot, chatbot_b], api_name="clear_chat",
+                api_description="Empty the message box and both conversations.")
 
     def refresh():
         fresh = chat_choices(ctx)
@@ -287,8 +314,14 @@ def build_try(ctx: AppContext) -> None:
 
     side.change(lambda on: (gr.update(visible=on), gr.update(visible=on)), [side], [model_b, label_b],
                 api_name=False)
-    handler = user_errors(lambda *a: try_classifier(ctx, *a))
-    button.click(handler, [text, model, model_b, side], [label, label_b], api_name="try_classifier")
+    def classify(text, model=first, model_b=None, side_by_side=False):
+        """The label probabilities of a text by a classifier (and by a second one side by side)."""
+        return try_classifier(ctx, text, model, model_b, side_by_side)
+
+    handler = user_errors(classify)
+    button.click(handler, [text, model, model_b, side], [label, label_b], api_name="classify", api_description=(
+        "The probability of each label of `text` by the classifier `model` (a classifier run, `run:<id>`); "
+        "with `side_by_side`, by `model_b` too (the second output)."))
     text.submit(handler, [text, model, model_b, side], [label, label_b], api_name=False)
     model.focus(refresh, None, [model, model_b], api_name=False)
     model_b.focus(refresh, None, [model, model_b], api_name=False)

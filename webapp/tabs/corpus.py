@@ -303,16 +303,27 @@ def build(ctx: AppContext) -> None:
     saved = gr.Dataframe(value=lambda: headed(corpora_table(ctx)), label=t("saved_corpora"), interactive=False,
                          elem_id="saved-corpora")
 
-    # the label field comes last, with a default: a client that sends the first six still works
-    def inspect_handler(uploads, sample, kind, text_field, split, strict, label_field=""):
+    # the API's parameters are these handlers' own; the label field comes last, with a default: a
+    # client that sends the first six still works. Files or a sample, and the text field, are optional
+    def inspect_handler(uploads=None, sample=None, kind="auto", text_field=None, split="paragraph", strict=False,
+                        label_field=""):
+        """Read uploaded corpus files (or a bundled sample): their kind, statistics, samples and errors."""
         return inspect(ctx, uploads, sample, kind, text_field, split, strict, label_field)
 
-    def save_handler(name, files, kind, text_field, split, strict, train_tok, vocab, label_field=""):
+    def save_handler(name=None, files=None, kind="auto", text_field=None, split="paragraph", strict=False,
+                     train_tok=False, vocab=6400, label_field=""):
+        """Save the corpus inspected last (in this session) under a name."""
         return save(ctx, name, files, kind, text_field, split, strict, train_tok, vocab, label_field)
 
     inspect_btn.click(user_errors(inspect_handler),
                       [uploads, sample, kind, text_field, split, strict, label_field],
-                      [summary, histogram, samples, problems, files_state], api_name="inspect_corpus")
+                      [summary, histogram, samples, problems, files_state], api_name="inspect_corpus",
+                      api_description="Read corpus files (`uploads`, or the bundled `sample` by name) as `kind`: "
+                                      "a summary, the length histogram, samples and the problems found. "
+                                      "/save_corpus then saves them.")
     save_btn.click(user_errors(save_handler),
                    [name, files_state, kind, text_field, split, strict, train_tok, vocab, label_field],
-                   [saved_msg, saved], api_name="save_corpus")
+                   [saved_msg, saved], api_name="save_corpus",
+                   api_description="Save the files /inspect_corpus read last in this session as corpus `name` "
+                                   "(with a tokenizer of `vocab` tokens when `train_tok`): a message and the "
+                                   "saved corpora.")

@@ -140,8 +140,14 @@ def build(ctx: AppContext) -> None:
     message = gr.Markdown(elem_id="export-message")
     table = gr.Dataframe(lambda: headed(empty_table()), label=t("results"), interactive=False, elem_id="export-table")
     files = gr.HTML(label=t("downloads"), elem_id="export-files")  # links to /downloads (downloads.py)
-    go.click(user_errors(lambda *a: run_export(ctx, *a)), [model, formats, eval_file], [table, files, message],
-             api_name="export")
+
+    def export(model, formats=DEFAULT_FORMATS, eval_file=None):
+        """Export a model in the chosen formats, each reloaded and scored."""
+        return run_export(ctx, model, formats, eval_file)
+
+    go.click(user_errors(export), [model, formats, eval_file], [table, files, message], api_name="export",
+             api_description="Export `model` in `formats` (each reloaded and scored on held-out text: `eval_file`, "
+                             "else the model's own): the results table, the download links and a message.")
     model.focus(lambda: gr.update(choices=ctx.model_choices()), None, [model], api_name=False)
     model.change(user_errors(lambda m: formats_for(ctx, m)), [model], [formats], api_name=False)
     publish.build(ctx, after=message)  # Publish to the Hugging Face Hub (tabs/publish.py)

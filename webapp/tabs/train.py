@@ -16,6 +16,7 @@ TrainConfig), what a run shows is run_view.py.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import tempfile
 import time
@@ -42,6 +43,8 @@ from .train_form import (HUB_CHOICE, MAX_MINUTES, MODES, TrainForm, base_choices
                          default_base, defaults_for, last_corpus, max_processes, shown_fields, teacher_choices)
 
 FORM_FIELDS = [f.name for f in dataclasses.fields(TrainForm)]  # the estimate / start_training parameters, in order
+# what /estimate and /start_training take: the form's fields by name, with TrainForm's defaults
+FORM_SIGNATURE = inspect.signature(TrainForm).replace(return_annotation=inspect.Signature.empty)
 ESTIMATE_GPU_S = 60  # the GPU call an estimate asks ZeroGPU for
 PARALLEL = {"ddp": "DDP", "fsdp": "FSDP2"}  # config `distributed` -> what the page calls it
 TRACKERS = {"tensorboard": "TensorBoard", "trackio": "trackio"}  # config `report_to` -> the page's names
@@ -340,7 +343,7 @@ def build(ctx: AppContext) -> None:
     rollouts = gr.Dataframe(label=t("rollouts"), interactive=False, wrap=True, elem_id="rollouts-table",
                             visible=False)
     log = gr.Textbox(label=t("log"), lines=8, max_lines=15, elem_id="train-log")
-    queue = gr.Markdown()
+    queue = gr.Markdown(elem_id="train-queue")
     runs = gr.Dataframe(lambda: headed(runs_table(ctx)), label=t("runs"), interactive=False, elem_id="runs-table")
     with gr.Accordion(t("compare_runs"), open=True, elem_id="compare-box"):
         with gr.Row():
@@ -419,6 +422,7 @@ def build(ctx: AppContext) -> None:
         return answer
 
     def starting(*values):
+        """Queue the run the form describes: its run (chosen in the Run box) and the queue's message."""
         try:
             choice, said = start(ctx, form(values))
         except BaseException:
@@ -426,6 +430,26 @@ def build(ctx: AppContext) -> None:
             raise
         note_start(choice["value"])
         return choice, said
+
+    def estimating(*values):
+        """The size and time of the run the form describes, measured in a short probe."""
+        return do_estimate(ctx, form(values))
+
+    def stop_training(run_id):
+        """Stop a run; its last checkpoint is kept."""
+        return stop(ctx, run_id)
+
+    def resume_training(run_id):
+        """Resume a stopped or failed run from its last checkpoint."""
+        return resume(ctx, run_id)
+
+    def watch_run(run_id=None):
+        """What the page shows of a run (without one: the runs and the queue)."""
+        return watch(ctx, run_id)
+
+    def objective_of(run_id=None, series=None):
+        """The plot of a run's objective metrics."""
+        return watch_objective(ctx, run_id, series)
 
     # /watch_run keeps its seven outputs; the objective's plot follows it, for the run it chose
     watch_outputs = [progress, facts, curve, log, runs, queue, run_id]
@@ -443,24 +467,43 @@ def build(ctx: AppContext) -> None:
 
     watcher = user_errors(watched)
     objective_watcher = user_errors(objective_watched)
-    rollout_watcher = user_errors(lambda r: watch_rollouts(ctx, r))
+    def rollouts_of(run_id=None):
+        """A GRPO run's held-out answers with their rewards."""
+        return watch_rollouts(ctx, run_id)
+
+    def confusion_of(run_id=None, drawn=None):
+        """A finished classifier run's confusion matrix."""
+        return watch_confusion(ctx, run_id, drawn)
+
+    for handler in (starting, estimating):  # the API names the form's fields (TrainForm's), with its defaults
+        handler.__signature__ = FORM_SIGNATURE
+    rollout_watcher = user_errors(rollouts_of)
     message_watcher = user_errors(lambda r: run_message(ctx, r))
-    confusion_watcher = user_errors(lambda r, d: watch_confusion(ctx, r, d))
-    estimate_btn.click(**spec).success(user_errors(lambda *a: do_estimate(ctx, form(a))), inputs, [estimate_md],
-                                       api_name="estimate")
+    confusion_watcher = user_errors(confusion_of)
+    form_help = ("The Train form's fields by name (`base`, `mode`, `corpus`, `steps`, ...; each optional one "
+                 "with the page's default)")
+    estimate_btn.click(**spec).success(user_errors(estimating), inputs, [estimate_md], api_name="estimate",
+                                       api_description=f"{form_help}: the run's size, steps and time, measured.")
     started_run = start_btn.click(pressed, None, [progress], **quiet).then(**spec).success(
-        user_errors(starting), inputs, [run_id, message], api_name="start_training")
-    stop_btn.click(user_errors(lambda r: stop(ctx, r)), [run_id], [message], api_name="stop_training")
-    resume_btn.click(user_errors(lambda r: resume(ctx, r)), [run_id], [message], api_name="resume_training")
+        user_errors(starting), inputs, [run_id, message], api_name="start_training",
+        api_description=f"{form_help}: queue the run; returns its id (in the Run box) and a message.")
+    stop_btn.click(user_errors(stop_training), [run_id], [message], api_name="stop_training",
+                   api_description="Stop run `run_id` (its last checkpoint is kept).")
+    resume_btn.click(user_errors(resume_training), [run_id], [message], api_name="resume_training",
+                     api_description="Resume run `run_id`, stopped or failed, from its last checkpoint.")
     # the API's watch endpoints answer as ever (a plot's value None, the objective plot visible False) on a
     # trigger no page shows: a page's plots get what keeps them drawn (kept_drawn), from its own watch below
     api_watch = gr.Button(visible=False, elem_id="train-api-watch")
-    api_watch.click(user_errors(lambda r: watch(ctx, r)), [run_id], watch_outputs, api_name="watch_run").then(
-        user_errors(lambda r, series: watch_objective(ctx, r, series)), [run_id, drawn], [objective_plot, drawn],
-        api_name="watch_objective").then(
-        rollout_watcher, [run_id], [rollouts], api_name="watch_rollouts").then(
+    api_watch.click(user_errors(watch_run), [run_id], watch_outputs, api_name="watch_run", api_description=(
+        "Run `run_id` as the page shows it: progress, facts, loss curve, log, the runs table, the queue and "
+        "the run.")).then(
+        user_errors(objective_of), [run_id, drawn], [objective_plot, drawn], api_name="watch_objective",
+        api_description="The objective metrics of run `run_id` (DPO, distillation, GRPO, classifier runs).").then(
+        rollout_watcher, [run_id], [rollouts], api_name="watch_rollouts",
+        api_description="The held-out answers of GRPO run `run_id` with their rewards, newest first.").then(
         confusion_watcher, [run_id, confusion_drawn], [confusion_md, confusion, confusion_drawn],
-        api_name="watch_confusion")
+        api_name="watch_confusion",
+        api_description="The confusion matrix of classifier run `run_id`, once it has finished.")
     # the page's watch: every 2 s, on Refresh, and at once for the new run after Start
     for event in (timer.tick, refresh_btn.click, started_run.success):
         event(fresh(watcher, 7), [run_id], watch_outputs, **quiet).then(
@@ -481,19 +524,25 @@ def build(ctx: AppContext) -> None:
     base.change(lambda b: gr.update(visible=b == HUB_CHOICE), [base], [import_row], api_name=False)
 
     def do_import(source):
+        """Import a Hugging Face model (a Hub id or, when allowed, a local folder), step by step."""
         for line, model_id in import_steps(ctx.workspace, source, ctx.local_folders):
             yield line, (gr.update() if model_id is None else gr.update(choices=base_choices(ctx), value=model_id))
 
-    import_btn.click(user_errors_gen(do_import), [hub_source], [import_status, base], api_name="import_model")
+    import_btn.click(user_errors_gen(do_import), [hub_source], [import_status, base], api_name="import_model",
+                     api_description="Import the Llama-family model `source` (a Hub id such as "
+                                     "`Qwen/Qwen2.5-0.5B`): its progress, then the Start-from choice it becomes.")
 
     # Gradio 6's plot draws the data of the update before the last one into a drawn plot (it reads its data
     # before recomputing it): each comparison is sent twice, so the second draws the first's data
-    def compared_runs(picked, x):
-        plot, table = compare.compare(ctx, picked, x)
+    def compared_runs(runs, x_axis="step"):
+        """Several runs' loss curves on one plot and their final figures."""
+        plot, table = compare.compare(ctx, runs, x_axis)
         return kept_drawn(plot, ["x", "loss", "series"]), table
 
     comparer = user_errors(compared_runs)
-    compare_btn.click(comparer, [compared, axis], [compare_plot, compare_table], api_name="compare_runs").success(
+    compare_btn.click(comparer, [compared, axis], [compare_plot, compare_table], api_name="compare_runs",
+                      api_description="The train and validation loss of `runs` (up to 8 run ids) on one plot, by "
+                                      "`x_axis` (step, time or tokens), and a table of their final figures.").success(
         comparer, [compared, axis], [compare_plot, compare_table], **quiet)
     on_axis = lambda picked, x: comparer(picked, x) if picked else (gr.update(), gr.update())  # noqa: E731
     axis.change(on_axis, [compared, axis], [compare_plot, compare_table], **quiet).success(
