@@ -11,7 +11,7 @@ more than it gives on a CPU budget: on the Tang poems it grows the vocabulary fr
 6400 to 10,220, the output layer of a small model costs that much more per token,
 and held-out BPC after 10 minutes was 7.09 against 6.93 without it
 (benchmarks/NOTES.md, "Tokenizer"). The saved folder (`tokenizer.json` + `tokenizer_config.json` with the ChatML chat
-template) loads with `AutoTokenizer.from_pretrained`.
+template) loads with `AutoTokenizer.from_pretrained` in transformers 4.4x and 5.x alike (`save_tokenizer`).
 """
 
 from __future__ import annotations
@@ -176,12 +176,70 @@ def wrap(core: Tokenizer, model_max_length: int = 2048) -> PreTrainedTokenizerFa
         padding_side="left")
 
 
-def save_tokenizer(tokenizer: PreTrainedTokenizerFast, out_dir: str | Path) -> Path:
-    """Write tokenizer.json + tokenizer_config.json (chat template inside it)."""
+# The tokenizer class every loader has: transformers 4.x (PreTrainedTokenizerFast) and 5.x (an alias of
+# TokenizersBackend, the name 5.x writes, which 4.x does not know).
+PORTABLE_CLASS = "PreTrainedTokenizerFast"
+# Options of the load that produced the tokenizer, which 5.x writes back into tokenizer_config.json; they
+# describe where it came from, not the tokenizer, and would pin a later load to local files.
+LOAD_OPTIONS = ("is_local", "local_files_only")
+
+
+def save_tokenizer(tokenizer: PreTrainedTokenizerFast, out_dir: str | Path, context: int | None = None) -> Path:
+    """Write tokenizer.json + tokenizer_config.json (chat template inside it) in a form that
+    transformers 4.4x and 5.x (`AutoTokenizer`, `PreTrainedTokenizerFast(tokenizer_file=...)`) and bare
+    `tokenizers.Tokenizer.from_file` all load the same way (see `portable_config`).
+
+    `model_max_length` becomes `context`, else the `max_position_embeddings` of a config.json already in
+    the folder (every export writes its config first), so tools warn before a prompt runs past what the
+    model holds."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(out, save_jinja_files=False)
+    config_file = out / "tokenizer_config.json"
+    config = portable_config(json.loads(config_file.read_text(encoding="utf-8")), context or folder_context(out))
+    config_file.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    _write_string_merges(out / "tokenizer.json")
     return out
+
+
+def portable_config(config: dict, context: int | None = None) -> dict:
+    """tokenizer_config.json as both major transformers versions read it: a class both have, and the
+    extra special tokens as the list `additional_special_tokens` (5.x writes a list under
+    `extra_special_tokens`, where 4.x expects a dict of named tokens and fails on `.keys()`; 5.x reads
+    `additional_special_tokens` as its old name). A dict of named tokens stays: both read it. The chat
+    template stays inside the file (`save_jinja_files=False`), where every version looks for it."""
+    out = {k: v for k, v in config.items() if k not in LOAD_OPTIONS}
+    out["tokenizer_class"] = PORTABLE_CLASS
+    extra = out.pop("extra_special_tokens", None)
+    if isinstance(extra, dict):
+        out["extra_special_tokens"] = extra
+    elif extra:
+        out["additional_special_tokens"] = list(extra)  # strings, or AddedToken dicts both read
+    if context:
+        out["model_max_length"] = int(context)
+    return out
+
+
+def folder_context(folder: Path) -> int | None:
+    """The context (max_position_embeddings) of the model whose config.json is in `folder`, if any."""
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        return None
+    value = json.loads(config_file.read_text(encoding="utf-8")).get("max_position_embeddings")
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def _write_string_merges(path: Path) -> None:
+    """Rewrite the BPE merges of tokenizer.json as "left right" strings (the form before tokenizers 0.20,
+    which every version reads) instead of pairs, which tokenizers < 0.20 (transformers up to 4.44)
+    refuses. Left as pairs when a piece holds a space, which the string form cannot split."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    model = data.get("model") or {}
+    merges = model.get("merges")
+    if not merges or isinstance(merges[0], str) or any(" " in piece for pair in merges for piece in pair):
+        return
+    model["merges"] = [f"{left} {right}" for left, right in merges]
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def load_tokenizer(path: str | Path) -> PreTrainedTokenizerFast:

@@ -28,5 +28,5 @@ def write_hf(model, tokenizer, out_dir: Path, dtype: str | None = None) -> Path:
     """Save `model` (cast to `dtype`) and its tokenizer as a MiniMind folder in `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)
     cast(model, dtype).save_pretrained(out_dir, safe_serialization=True)
-    save_tokenizer(tokenizer, out_dir)
+    save_tokenizer(tokenizer, out_dir, getattr(model.config, "max_position_embeddings", None))
     return out_dir

@@ -15,7 +15,7 @@ from pathlib import Path
 from transformers import CONFIG_MAPPING, PretrainedConfig
 
 from ..errors import ExportError
-from ..hub.families import ARCHITECTURE, hf_config_dict
+from ..hub.families import ARCHITECTURE, hf_config_dict, legacy_rope
 from .hf import write_hf
 
 
@@ -62,7 +62,22 @@ def llama_config(config, dtype: str | None = None) -> PretrainedConfig:
         except ValueError as err:
             raise ExportError(f"{err}; export as 'hf' instead") from err
     values["dtype"] = dtype or "float32"
-    return CONFIG_MAPPING[values["model_type"]](**{k: v for k, v in values.items() if k != "model_type"})
+    skip = ("model_type", *LEGACY_ROPE_KEYS)  # given to 5.x they would override rope_parameters
+    cfg = CONFIG_MAPPING[values["model_type"]](**{k: v for k, v in values.items() if k not in skip})
+    return with_legacy_rope(cfg)
+
+
+LEGACY_ROPE_KEYS = ("rope_theta", "rope_scaling")
+
+
+def with_legacy_rope(cfg: PretrainedConfig) -> PretrainedConfig:
+    """`cfg` whose config.json also holds its rotary settings in transformers 4.x's keys (`rope_theta`,
+    `rope_scaling`), beside 5.x's `rope_parameters`, so both versions load the same frequencies.
+    5.x keeps only `rope_parameters` (its `rope_scaling` is a property over it), so the 4.x values
+    are plain instance entries, which `to_dict` and `save_pretrained` write as they are."""
+    legacy = legacy_rope(cfg.rope_parameters)
+    vars(cfg).update(legacy)
+    return cfg
 
 
 def write_llama(model, tokenizer, out_dir: Path, dtype: str | None = None) -> Path:

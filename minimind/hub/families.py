@@ -117,6 +117,7 @@ def hf_config_dict(config: MiniMindConfig) -> dict:
     family = getattr(config, "family", None) or "llama"
     values = config.to_llama_dict() if family == "llama" else config.hf_fields()
     values["architectures"], values["model_type"] = [ARCHITECTURE[family]], MODEL_TYPE[family]
+    values.update(legacy_rope(values["rope_parameters"]))
     if family == "mistral":
         _need(config, family, not (config.attention_bias or config.attention_out_bias or config.qk_norm))
         values["sliding_window"] = config.sliding_window
@@ -129,6 +130,21 @@ def hf_config_dict(config: MiniMindConfig) -> dict:
               and not config.sliding_window)
         values.update(attention_bias=config.attention_bias, use_sliding_window=False, sliding_window=None)
     return values
+
+
+def legacy_rope(rope: dict) -> dict:
+    """`rope_parameters` (what transformers 5.x reads) spelled as transformers 4.x reads it, `rope_theta` +
+    `rope_scaling`: 4.x ignores `rope_parameters` and would silently run theta 10000 unscaled. Linear
+    scaling is written as exactly `type` + `factor`, the only form 4.40-4.42 accept; 5.x reads
+    `rope_scaling` first, so the two forms must say the same."""
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    if kind == "default":
+        scaling = None
+    elif kind == "linear":
+        scaling = {"type": "linear", "factor": rope["factor"]}
+    else:
+        scaling = {"rope_type": kind, **{k: v for k, v in rope.items() if k not in ("rope_theta", "rope_type", "type")}}
+    return {"rope_theta": rope["rope_theta"], "rope_scaling": scaling}
 
 
 def _need(config: MiniMindConfig, family: str, holds: bool) -> None:
