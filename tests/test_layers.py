@@ -17,7 +17,7 @@ LAYERS = [
     ["minimind.errors"],
     # leaves: pure helpers every layer above may use
     ["minimind.config", "minimind.chat_format", "minimind.sampling_params", "minimind.byte_level",
-     "minimind.attention", "minimind.hardware"],
+     "minimind.attention", "minimind.hardware", "minimind.language"],
     # reading corpora and tokenizers
     ["minimind.data", "minimind.vocabulary", "minimind.tokenizer"],
     # the models (the package itself registers them with transformers' Auto classes)

@@ -37,6 +37,21 @@ class CardFacts:
     architecture: str | None = None      # the stored model type (llama, qwen2, ...; minimind for hf)
 
 
+PLACES = ("runs", "checkpoints", "imports", "models")  # workspace and repository folders a source lives in
+
+
+def where_from(source: str | Path) -> str:
+    """A source folder as the card names it: from its workspace folder on (`runs/<run>/checkpoints/step-400`,
+    `checkpoints/minimind-tang`), else its own name. A card travels (downloads, the Hub): the path on this
+    machine would give away its user and layout and means nothing elsewhere."""
+    parts = Path(source).parts
+    for place in PLACES:  # (a run's checkpoint is named from `runs`, not from its own `checkpoints`)
+        found = [i for i, part in enumerate(parts[:-1]) if part == place]
+        if found:
+            return "/".join(parts[found[-1]:])
+    return Path(source).name
+
+
 def human_size(n_bytes: int) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n_bytes < 1024 or unit == "GB":
@@ -128,9 +143,9 @@ def render_card(result, tolerance: Tolerance, eval_name: str, facts: CardFacts |
     spec = FORMATS[result.format]
     folder = Path(result.folder).name
     target = Path(result.path).name if result.path != result.folder else folder
-    rows = [("Source checkpoint", f"`{result.source}`"), ("Format", f"`{result.format}`: {spec.summary}")]
+    rows = [("Source checkpoint", f"`{where_from(result.source)}`"), ("Format", f"`{result.format}`: {spec.summary}")]
     if result.adapter:
-        rows.append(("LoRA adapter", f"`{result.adapter}`, merged into the weights"))
+        rows.append(("LoRA adapter", f"`{where_from(result.adapter)}`, merged into the weights"))
     if facts.terms.base_models:
         rows.append(("Base model", ", ".join(f"`{b}`" for b in facts.terms.base_models)))
     if result.stored_as:

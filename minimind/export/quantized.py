@@ -29,7 +29,7 @@ from torch import nn
 
 from ..tokenizer import save_tokenizer
 from .hf import TORCH_DTYPES, cast, write_hf
-from .llama import llama_config, not_llama_shaped, write_llama
+from .llama import llama_config, not_llama_shaped, with_legacy_rope, write_llama
 
 
 def _is_dense(config) -> bool:
@@ -112,6 +112,8 @@ def write_bnb(model, tokenizer, out_dir: Path, fmt: str, dtype: str | None = Non
         quantized = AutoModelForCausalLM.from_pretrained(
             tmp, quantization_config=bnb_config(fmt, model.config, dtype, nf4_unblockable(model)), dtype=TORCH_DTYPES[dtype or "float32"],
             device_map="cpu", use_safetensors=True, trust_remote_code=False)
+        if writer is write_llama:  # (reloaded by 5.x, the config kept only rope_parameters: 4.x would run theta 10000)
+            with_legacy_rope(quantized.config)
         quantized.save_pretrained(out_dir, safe_serialization=True)
     save_tokenizer(tokenizer, out_dir)
     return out_dir

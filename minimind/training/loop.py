@@ -43,6 +43,7 @@ from .setup import choose_dropout, set_up, step_batches
 from . import step_times
 from ..data.config import cache_root
 from ..classifier import write_adapter_labels
+from ..tokenizer import save_tokenizer
 from .state_io import full_model_state, full_optimizer_state, write_generation_config
 
 
@@ -304,7 +305,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
                 base_model.save_pretrained(folder, state_dict=model_sd)
                 if cfg.objective != "classify":  # a classifier generates nothing
                     write_generation_config(folder, tokenizer, base_model.config)
-            tokenizer.save_pretrained(folder, save_jinja_files=False)
+            save_tokenizer(tokenizer, folder)  # (the form transformers 4.x loads too)
 
         trainer_state = {**state, "step": step, "epoch": stream.epoch_at(step)}
         path = save_checkpoint(run_dir.checkpoints, step, write_model, optim_sd, trainer_state, cfg.keep_checkpoints)

@@ -30,10 +30,12 @@ ENDPOINTS = {
     "/stop_training": ["run_id"], "/resume_training": ["run_id"], "/watch_run": ["run_id"],
     "/watch_objective": ["run_id"], "/watch_rollouts": ["run_id"], "/watch_confusion": ["run_id"],
     "/import_model": ["source"], "/compare_runs": ["runs", "x_axis"],
+    "/publish": ["export", "repo_id", "private", "token"],
 }
 # the rest have defaults (the corpus has one once a corpus is saved: the one saved last)
 REQUIRED = {"/chat": {"message"}, "/classify": {"text"}, "/import_model": {"source"}, "/estimate": {"corpus"},
-            "/start_training": {"corpus"}, "/stop_training": {"run_id"}, "/resume_training": {"run_id"}}
+            "/start_training": {"corpus"}, "/stop_training": {"run_id"}, "/resume_training": {"run_id"},
+            "/publish": {"export", "repo_id"}}
 CLASSIFIER_RUN = "20260101-000000-lora"
 
 

@@ -2,6 +2,8 @@
 workspace's models/ and every tab then offers it as imported:<name>; a public Space takes Hub ids only,
 never a server folder; the same model imported twice is one model; a failed import leaves nothing."""
 
+from pathlib import Path
+
 import pytest
 
 from webapp.context import AppContext
@@ -63,3 +65,17 @@ def test_a_failed_import_leaves_nothing_and_says_why(ctx, tmp_path):
     with pytest.raises(CheckpointError, match="no config.json"):
         list(import_steps(ctx.workspace, str(tmp_path / "not-a-model"), local_folders=True))
     assert list(ctx.workspace.models.iterdir()) == []
+
+
+@pytest.mark.parametrize("sample, own, other", [("Tang poems (2,016 poems, JSONL)", "LICENSE.chinese-poetry",
+                                                 "LICENSE.shakespeare"),
+                                                ("Shakespeare: The Comedy of Errors (txt)", "LICENSE.shakespeare",
+                                                 "LICENSE.chinese-poetry")])
+def test_a_bundled_sample_is_stored_with_its_own_license_only(ctx, sample, own, other):
+    """An export's card states the license found beside its corpus: a sample brings its own, not every
+    sample's (the Tang poems' exports said 'mit-and-cc-by-2.5')."""
+    from webapp.tabs.corpus import stored_files
+
+    [stored] = stored_files(ctx, None, sample)
+    folder = Path(stored).parent
+    assert (folder / own).is_file() and not (folder / other).exists()

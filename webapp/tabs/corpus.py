@@ -62,6 +62,12 @@ def class_rows(classes: dict[str, int]) -> list[str]:
     return [tr("c_classes", n=f"{len(classes):,}"), "\n".join(lines)]
 
 
+def sample_license(file: str) -> str:
+    """The license file of a bundled sample (samples/README.md): only its own goes beside it, so an
+    export's card states that one license, not every sample's together."""
+    return "LICENSE.shakespeare" if file.startswith("shakespeare") else "LICENSE.chinese-poetry"
+
+
 def stored_files(ctx: AppContext, uploads, sample: str | None) -> list[str]:
     """Copy uploads (or the chosen sample, with its license) into the workspace; return their paths.
 
@@ -72,8 +78,8 @@ def stored_files(ctx: AppContext, uploads, sample: str | None) -> list[str]:
         if not isinstance(sample, str) or sample not in SAMPLES:
             raise WorkspaceError(f"unknown sample {shown(sample)}")
         stored = ctx.workspace.store_upload(SAMPLES_DIR / SAMPLES[sample])
-        for license_file in SAMPLES_DIR.glob("LICENSE*"):
-            shutil.copyfile(license_file, stored.parent / license_file.name)
+        license_file = SAMPLES_DIR / sample_license(SAMPLES[sample])
+        shutil.copyfile(license_file, stored.parent / license_file.name)
         paths.append(str(stored))
     if not paths:
         raise WorkspaceError("upload at least one file or pick a sample")

@@ -118,7 +118,7 @@ def build(ctx: AppContext, after: gr.components.Component | None = None) -> None
         go = gr.Button(t("pub_button"), elem_id="publish-btn")
         said = gr.Markdown(elem_id="publish-message")
 
-    def publish_export(export: str, repo_id: str, private: bool = True, token: str = "") -> str:
+    def publish_export(export: str, repo_id: str, private: bool = True, token: str | None = None) -> str:
         """Publish one format's folder of an export to a Hugging Face Hub model repo (private unless
         `private` is false); `token`: a write token, else the server's own where the page allows it."""
         return run_publish(ctx, export, repo_id, private, token)
