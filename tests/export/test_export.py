@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -85,7 +86,8 @@ def test_every_format_is_written_verified_and_has_a_card(exported):
         assert "model.safetensors" in r.files and "tokenizer.json" in r.files
         assert not any(f.endswith((".bin", ".pt", ".pth", ".pkl")) for f in r.files)  # never a pickle
         card = (r.folder / "README.md").read_text(encoding="utf-8")
-        assert f"`{fmt}`" in card and f"{r.perplexity:.4g}" in card and str(r.source) in card
+        assert f"`{fmt}`" in card and f"{r.perplexity:.4g}" in card and f"`{Path(r.source).name}`" in card
+        assert str(r.source) not in card  # a card travels: no path of this machine
         assert r.greedy_tokens == 32 and r.source_perplexity < 10  # the source did learn the texts
     leftovers = [p.name for p in next(iter(exported.values())).folder.parent.iterdir() if p.name.startswith(".")]
     assert leftovers == []  # no partial or temporary folders stay behind
