@@ -273,7 +273,16 @@ curl -s localhost:7860/api/classify -H 'Content-Type: application/json' \\
 ```
 Set `MINIMIND_API_KEY` to require `Authorization: Bearer <key>`; with a login (`MINIMIND_AUTH`),
 `/v1` and `/api/classify` take that key, the page's user and password as HTTP Basic (`curl -u user:password`), or
-this page's session.""",
+this page's session.
+
+Everything the page does is also a named Gradio endpoint (`/chat`, `/classify`, `/export`, `/publish`,
+`/start_training`, ...; *Use via API* at the foot of the page lists them with their parameters):
+
+```python
+from gradio_client import Client
+_, conversation, _ = Client("http://localhost:7860").predict(message="續寫：床前明月光", api_name="/chat")
+print(conversation[-1]["content"][0]["text"])  # the answer
+```""",
 }
 
 ZH = {
@@ -511,7 +520,16 @@ curl -s localhost:7860/api/classify -H 'Content-Type: application/json' \\
   -d '{"model": "run-<run id>", "texts": ["床前明月光，疑是地上霜"]}'
 ```
 设置 `MINIMIND_API_KEY` 后需要 `Authorization: Bearer <key>`；设了登录（`MINIMIND_AUTH`）时，`/v1` 和
-`/api/classify` 接受这个密钥、本页面的用户名和密码（HTTP Basic：`curl -u user:password`），或本页面的会话。""",
+`/api/classify` 接受这个密钥、本页面的用户名和密码（HTTP Basic：`curl -u user:password`），或本页面的会话。
+
+页面上的每项操作也是一个有名字的 Gradio 接口（`/chat`、`/classify`、`/export`、`/publish`、`/start_training` 等；
+页面底部的 *Use via API* 列出它们及其参数）：
+
+```python
+from gradio_client import Client
+_, conversation, _ = Client("http://localhost:7860").predict(message="續寫：床前明月光", api_name="/chat")
+print(conversation[-1]["content"][0]["text"])  # the answer
+```""",
 }
 
 # what the browser translates: the tables above, and the texts `tr()` made while the page was built
