@@ -451,7 +451,8 @@ def transformers_js(folders: dict[str, Path], text: str, prompt: list[int], refe
 
 # ---- the run -----------------------------------------------------------------------------------
 
-def run(fresh: bool = False, source: Path = SHIPPED) -> dict:
+def run(quick: bool = False, fresh: bool = False, source: Path = SHIPPED) -> dict:
+    """The checks (`quick` is the suite's flag; every check is already quick). `fresh`: export again."""
     import torch
     from transformers.utils import logging as hf_logging
 
@@ -583,7 +584,7 @@ def main() -> None:
         os.environ.setdefault(key, value)
     from benchmarks._harness import table
 
-    result = run(args.fresh)
+    result = run(fresh=args.fresh)
     print(table(result["rows"]))
     print(json.dumps(result["summary"], indent=1, ensure_ascii=False, default=str))
     print(f"took {result['wall_s']:.0f} s")
