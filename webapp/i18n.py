@@ -523,7 +523,7 @@ curl -s localhost:7860/api/classify -H 'Content-Type: application/json' \\
 `/api/classify` 接受这个密钥、本页面的用户名和密码（HTTP Basic：`curl -u user:password`），或本页面的会话。
 
 页面上的每项操作也是一个有名字的 Gradio 接口（`/chat`、`/classify`、`/export`、`/publish`、`/start_training` 等；
-页面底部的 *Use via API* 列出它们及其参数）：
+页面底部的“通过 API 使用”列出它们及其参数）：
 
 ```python
 from gradio_client import Client
