@@ -5,6 +5,7 @@ ship it, and sentencepiece-style byte-fallback BPE as Llama 2, TinyLlama and Mis
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import torch
@@ -107,8 +108,13 @@ def sentencepiece_tokenizer(vocab_size: int = 420) -> PreTrainedTokenizerFast:
     <unk> <s> </s> first and a BOS added to every text."""
     core = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=True, byte_fallback=True))
     core.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    # the 60 commonest characters, ties broken by the character: the trainer's own `limit_alphabet` breaks
+    # ties in a hash map's order, so each process trained another tokenizer (and a GGUF export of one in
+    # three met a float16 near-tie in its greedy check)
+    counts = Counter("".join(SAMPLE_TEXTS).replace(" ", "▁"))
+    alphabet = sorted(counts, key=lambda c: (-counts[c], c))[:60]
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=1, special_tokens=["<unk>", "<s>", "</s>"],
-                                  limit_alphabet=60, show_progress=False)
+                                  initial_alphabet=alphabet, limit_alphabet=len(alphabet), show_progress=False)
     core.train_from_iterator(SAMPLE_TEXTS, trainer=trainer)
     data = json.loads(core.to_str())
     specials = ["<unk>", "<s>", "</s>"]
