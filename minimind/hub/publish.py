@@ -42,7 +42,8 @@ def check_repo_id(repo_id) -> str:
     try:
         validate_repo_id(repo_id)
     except HFValidationError:
-        raise HubError(f"{repo_id!r} is not a Hugging Face repo id: use owner/name (letters, digits, '-', '_' or "
+        shown = repr(repo_id) if len(repo_id) <= 100 else repr(repo_id[:100]) + "…"  # (a visitor's text, cut)
+        raise HubError(f"{shown} is not a Hugging Face repo id: use owner/name (letters, digits, '-', '_' or "
                        f"'.', at most 96 characters, no '--' or '..'), e.g. {EXAMPLE_REPO}") from None
     return repo_id
 

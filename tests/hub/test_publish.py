@@ -84,6 +84,13 @@ def test_a_bad_repo_id_is_refused_by_the_hubs_own_validator(tmp_path, repo_id):
     assert check_repo_id("  me/minimind-tang ") == "me/minimind-tang"
 
 
+def test_a_long_repo_id_or_export_name_is_quoted_cut():
+    """A visitor's text in a refusal is cut: the message never carries 10,000 characters back."""
+    with pytest.raises(HubError) as caught:
+        check_repo_id("x" * 10_000)
+    assert len(str(caught.value)) < 400 and "…" in str(caught.value)
+
+
 def test_no_repo_id_and_a_folder_that_is_no_export_are_refused(tmp_path):
     with pytest.raises(HubError, match=r"^type the Hub repo to publish to \(owner/name"):
         publish(write_export(tmp_path / "hf"), "  ", token=TOKEN)
@@ -256,6 +263,9 @@ def test_the_section_offers_the_workspaces_exports_by_name_only(ctx, tmp_path):
                  "20261205-120000-tiny/.hf.partial", "20261205-130000-link/hf"):
         with pytest.raises(gr.Error, match="no export named"):
             user_errors(publish_tab.run_publish)(ctx, name, "me/x", True, TOKEN)
+    with pytest.raises(gr.Error, match="no export named") as caught:
+        user_errors(publish_tab.run_publish)(ctx, "a" * 10_000, "me/x", True, TOKEN)
+    assert len(caught.value.message) < 200
     with pytest.raises(gr.Error) as caught:
         user_errors(publish_tab.run_publish)(ctx, None, "me/x", True, TOKEN)
     assert caught.value.message == "choose an export to publish (export a model above first)"

@@ -17,7 +17,7 @@ import gradio as gr
 
 from minimind.hub.publish import is_export, publish
 
-from ..context import AppContext, user_errors
+from ..context import AppContext, shown, user_errors
 from ..i18n import t, tr
 from ..workspace import Workspace, WorkspaceError, safe_name
 
@@ -44,7 +44,7 @@ def export_folder(ws: Workspace, name) -> Path:
     (a caller names exports by name, never by path)."""
     if not name or not isinstance(name, str):
         raise WorkspaceError("choose an export to publish (export a model above first)")
-    refusal = WorkspaceError(f"no export named {name!r}: choose one from the list")
+    refusal = WorkspaceError(f"no export named {shown(name)}: choose one from the list")
     parts = name.split("/")
     try:
         if len(parts) != 2 or any(part != safe_name(part) for part in parts):
