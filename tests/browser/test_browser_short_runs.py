@@ -71,7 +71,9 @@ def _watch(studio_page, ws: Workspace, budget_s: float, min_steps: int) -> dict:
     # one may take longer than the ones it was planned from
     step_s = status["tokens"] / status["step"] / status["tokens_per_s"] if status.get("tokens_per_s") else 0.0
     assert abs(budget_s - status["wall_s"]) <= max(0.05 * budget_s, 3 * step_s), (status["wall_s"], budget_s, step_s)
-    assert seen_s <= 1.05 * budget_s + 10, (seen_s, budget_s)  # + Start to launch, the page's 2-s refresh
+    # + what the trainer's clock leaves out (Start's handler, the launch; 13 s beside the other test
+    # process in one CI run), the page's 2-s refresh
+    assert seen_s <= 1.05 * budget_s + 15, (seen_s, budget_s)
     assert "training" in phases and phases & BEFORE_TRAINING, phases
     assert both_lines_while_training, val_points_while_training
     strokes = page.locator("#loss-plot .role-legend-symbol path").evaluate_all(
