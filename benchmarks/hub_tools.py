@@ -116,8 +116,17 @@ def exports(source: Path, fresh: bool) -> tuple[dict[str, Path], dict[str, Path]
 
 # ---- the tools in this process -----------------------------------------------------------------
 
-def transformers_here(llama: Path, text: str, prompt: list[int], reference: list[int]) -> dict:
+def generate_greedy(model, prompt: list[int]) -> list[int]:
+    """The NEW_TOKENS ids a transformers model's own `generate` picks greedily after `prompt`."""
     import torch
+
+    ids = torch.tensor([prompt])
+    with torch.no_grad():
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS, do_sample=False)
+    return out[0, len(prompt):].tolist()
+
+
+def transformers_here(llama: Path, text: str, prompt: list[int], reference: list[int]) -> dict:
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -128,20 +137,15 @@ def transformers_here(llama: Path, text: str, prompt: list[int], reference: list
         model = AutoModelForCausalLM.from_pretrained(llama).eval()
         theirs = tok.apply_chat_template(MESSAGES, add_generation_prompt=True, tokenize=True)
         theirs = list(theirs["input_ids"] if hasattr(theirs, "keys") else theirs)
-        ids = torch.tensor([prompt])
-        with torch.no_grad():
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS,
-                                 do_sample=False)
         row.update(result=f"opens ({type(model).__name__}, {type(tok).__name__})",
                    prompt="same as ours (chat template)" if theirs == prompt else f"differ: {theirs}",
-                   greedy=greedy_cell(out[0, len(prompt):].tolist(), reference), compared="source float32")
+                   greedy=greedy_cell(generate_greedy(model, prompt), reference), compared="source float32")
     except Exception as err:  # noqa: BLE001 - a tool's failure is a result
         row.update(result=f"FAILED: {_error(err)}")
     return row
 
 
 def transformers_gguf(fmt: str, path: Path, text: str, prompt: list[int], reference: list[int]) -> dict:
-    import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -151,13 +155,9 @@ def transformers_gguf(fmt: str, path: Path, text: str, prompt: list[int], refere
         tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
         theirs = tok(text, add_special_tokens=False)["input_ids"]
         model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name).eval()
-        ids = torch.tensor([prompt])
-        with torch.no_grad():
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS,
-                                 do_sample=False)
         row.update(result=f"opens ({type(model).__name__}, {type(tok).__name__})",
                    prompt="same as ours" if theirs == prompt else f"differ ({len(theirs)} ids: {theirs[:12]}...)",
-                   greedy=greedy_cell(out[0, len(prompt):].tolist(), reference), compared="source float32")
+                   greedy=greedy_cell(generate_greedy(model, prompt), reference), compared="source float32")
     except Exception as err:  # noqa: BLE001
         row.update(result=f"FAILED: {_error(err)}")
     return row

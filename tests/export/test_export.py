@@ -37,7 +37,14 @@ def trained_model_dir(tmp_path_factory, tokenizer, steps: int = 40):
     if (folder / "model.safetensors").is_file():
         return folder
     torch.manual_seed(0)
-    model = MiniMindForCausalLM(tiny_config())
+    train_briefly(MiniMindForCausalLM(tiny_config()), tokenizer, steps).save_pretrained(folder)
+    save_tokenizer(tokenizer, folder)
+    return folder
+
+
+def train_briefly(model, tokenizer, steps: int = 40):
+    """A few dozen steps on the sample texts, so greedy decoding follows clear winners, not near ties
+    that float rounding between two libraries could flip; the model, in eval mode."""
     ids = []
     for text in EVAL_TEXTS:
         ids += [tokenizer.eos_token_id] + tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -50,9 +57,7 @@ def trained_model_dir(tmp_path_factory, tokenizer, steps: int = 40):
         opt.zero_grad()
         loss.backward()
         opt.step()
-    model.eval().save_pretrained(folder)
-    save_tokenizer(tokenizer, folder)
-    return folder
+    return model.eval()
 
 
 @pytest.fixture(scope="module")

@@ -28,10 +28,10 @@ from minimind.export.llama import llama_config
 from minimind.export.onnx_runner import missing_packages
 from minimind.hub.families import legacy_rope
 from minimind.tokenizer import CHAT_TEMPLATE, IM_END, IM_START, save_tokenizer
-from helpers import SAMPLE_TEXTS, tiny_config
+from helpers import tiny_config
+from test_export import EVAL_TEXTS, train_briefly
 
 THETA, FACTOR, CONTEXT = 50000.0, 2.0, 256   # not transformers' defaults (10000, unscaled, 2048)
-EVAL_TEXTS = list(dict.fromkeys(SAMPLE_TEXTS))
 MESSAGES = [{"role": "user", "content": "床前明月光，"}]
 NEW_TOKENS = 16
 TOKENIZER_FORMATS = ["hf", "llama", "int8", "bnb-8bit"] + ([] if missing_packages() else ["onnx"])
@@ -42,24 +42,6 @@ def portable_config():
     """The tiny test shape with a rotary base and a scaling that 4.x would get wrong if it missed them."""
     return tiny_config(rope_theta=THETA, rope_scaling_type="linear", rope_scaling_factor=FACTOR,
                        max_position_embeddings=CONTEXT)
-
-
-def train_briefly(model, tokenizer, steps: int = 40):
-    """A few dozen steps on the sample texts, so greedy decoding follows clear winners, not near ties
-    that float rounding between two libraries could flip."""
-    ids = []
-    for text in EVAL_TEXTS:
-        ids += [tokenizer.eos_token_id] + tokenizer(text, add_special_tokens=False)["input_ids"]
-    data = torch.tensor(ids)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    for _ in range(steps):
-        starts = torch.randint(0, len(data) - 65, (8,))
-        batch = torch.stack([data[s:s + 64] for s in starts])
-        loss = model(input_ids=batch, labels=batch).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return model.eval()
 
 
 @pytest.fixture(scope="module")
