@@ -8,7 +8,8 @@ on a loaded machine, within what one more step and the final evaluation take.
 
 The full walk takes about six minutes, so it is `slow`; its fast twin, a 1-minute LoRA on the
 same page, runs by default and checks the same things at that budget, with shorter rows (64
-tokens, 4 a step) so that it takes at least 5 steps beside the other tests on two cores (in CI a
+tokens, 4 a step) so that it takes at least 5 steps beside the other tests on two cores, and ends within
+15 % of its budget there (in CI a
 30-s twin spent 17 s starting and made 6 steps of 0.75 s: the other test process held a core)."""
 
 import json
@@ -31,7 +32,7 @@ PHASED = re.compile(r"^running \((starting|preparing data|measuring speed|buildi
 BEFORE_TRAINING = {"starting", "preparing data", "measuring speed", "building the model"}
 
 
-def _watch(studio_page, ws: Workspace, budget_s: float, min_steps: int) -> dict:
+def _watch(studio_page, ws: Workspace, budget_s: float, min_steps: int, share: float = 0.05) -> dict:
     """Press Start, then watch the run as a person does until it finishes: what the progress line says,
     whether both loss lines show while it trains, and the validation points it has by then."""
     from playwright.sync_api import expect
@@ -70,7 +71,7 @@ def _watch(studio_page, ws: Workspace, budget_s: float, min_steps: int) -> dict:
     # run stops when they no longer fit, and on a loaded machine a step took 0.75-3 s and the last
     # one may take longer than the ones it was planned from
     step_s = status["tokens"] / status["step"] / status["tokens_per_s"] if status.get("tokens_per_s") else 0.0
-    assert abs(budget_s - status["wall_s"]) <= max(0.05 * budget_s, 3 * step_s), (status["wall_s"], budget_s, step_s)
+    assert abs(budget_s - status["wall_s"]) <= max(share * budget_s, 3 * step_s), (status["wall_s"], budget_s, step_s)
     # + what the trainer's clock leaves out (Start's handler, the launch; 13 s beside the other test
     # process in one CI run), the page's 2-s refresh
     assert seen_s <= 1.05 * budget_s + 15, (seen_s, budget_s)
@@ -100,7 +101,9 @@ def test_a_one_minute_lora_names_each_phase_draws_both_curves_and_keeps_its_budg
     studio_page.choose_training(SHIPPED, "lora", "poems")
     studio_page.fill_train_form(seq_len=64, batch_size=4)  # short steps: enough of them beside other tests
     _minutes(page, 1)
-    _watch(studio_page, ws, 60.0, min_steps=5)  # (beside the other test process it made 9 to 34; quiet: ~100)
+    # (beside the other test process it made 9 to 34 steps of up to 2 s, and kept 7.5 s for the last
+    # step, evaluation and save; quiet: ~100 steps, within 5 %)
+    _watch(studio_page, ws, 60.0, min_steps=5, share=0.15)
     studio_page.screenshot("short-run-lora-1min")
 
 

@@ -51,6 +51,8 @@ def test_a_run_trains_in_slices_on_the_app_and_the_page_says_which(zero):
     wait_for(lambda: run.read_status().get("state") in ("finished", "failed"), timeout=600, what="the sliced run")
     status = run.read_status()
     assert status["state"] == "finished" and status["step"] == 600, status.get("error")
+    # (the GPU call is recorded once its worker has exited: a moment after the slice wrote "finished")
+    wait_for(lambda: len(gpu.calls) >= status["slice"], timeout=30, every=0.1, what="the last GPU call's record")
     assert len(gpu.calls) == status["slice"] >= 2 and all(c["outcome"] == "ok" for c in gpu.calls)
     assert any(r[0] == run_id for r in ctx.jobs.finished_models())
 
