@@ -66,9 +66,12 @@ def test_stop_takes_effect_when_the_slice_ends_and_resume_goes_on_in_slices(zero
     wait_for(lambda: run.read_status().get("state") == "stopped", timeout=120, what="the stop")
     stopped_at = run.read_status()["step"]
     assert 0 < stopped_at < 600 and ctx.jobs.active() is None
+    # (a GPU call is recorded once its worker has exited: a moment after its slice wrote its state)
+    wait_for(lambda: len(gpu.calls) >= 1, timeout=30, every=0.1, what="the stopped slice's record")
     calls = len(gpu.calls)
     assert "queued to resume" in ctx.jobs.resume(run_id)
     wait_for(lambda: run.read_status().get("state") in ("finished", "failed"), timeout=600, what="the resumed run")
+    wait_for(lambda: len(gpu.calls) > calls, timeout=30, every=0.1, what="the resumed slice's record")
     assert run.read_status()["state"] == "finished" and len(gpu.calls) > calls
     assert f"resumed from step-{stopped_at}" in run.log_file.read_text()
 
