@@ -9,7 +9,7 @@ on a loaded machine, within what one more step and the final evaluation take.
 The full walk takes about six minutes, so it is `slow`; its fast twin, a 1-minute LoRA on the
 same page, runs by default and checks the same things at that budget, with shorter rows (64
 tokens, 4 a step) so that it takes at least 5 steps beside the other tests on two cores, and ends within
-15 % of its budget there (in CI a
+20 % of its budget there (in CI a
 30-s twin spent 17 s starting and made 6 steps of 0.75 s: the other test process held a core)."""
 
 import json
@@ -101,9 +101,10 @@ def test_a_one_minute_lora_names_each_phase_draws_both_curves_and_keeps_its_budg
     studio_page.choose_training(SHIPPED, "lora", "poems")
     studio_page.fill_train_form(seq_len=64, batch_size=4)  # short steps: enough of them beside other tests
     _minutes(page, 1)
-    # (beside the other test process it made 9 to 34 steps of up to 2 s, and kept 7.5 s for the last
-    # step, evaluation and save; quiet: ~100 steps, within 5 %)
-    _watch(studio_page, ws, 60.0, min_steps=5, share=0.15)
+    # (beside the other test process it made 9 to 34 steps of up to 2 s, and kept 7.5 to 10.8 s for
+    # the last step, evaluation and save, timed while the other process held a core; quiet: ~100
+    # steps, within 5 %)
+    _watch(studio_page, ws, 60.0, min_steps=5, share=0.2)
     studio_page.screenshot("short-run-lora-1min")
 
 
