@@ -8,10 +8,14 @@ step and medians are reported. Three comparisons:
 - fp32 vs fp32 (ours: fused AdamW; reference: torch AdamW);
 - bf16 autocast vs bf16 autocast (as a user would set in HF Trainer), when the CPU has bf16;
 - default settings vs default settings: ours is exactly what `minimind train` does
-  on this device (the trainer's precision, its fused AdamW with decay groups, and
-  its regional torch.compile of the decoder layers; the compile time is measured
-  on the first steps, excluded from the timed ones and reported separately); the
-  reference is a stock transformers model in its defaults (fp32, torch AdamW).
+  on this device (the trainer's precision, the optimizer its set-up builds: `auto`
+  takes Muon only where its update is cheap beside a step, else fused AdamW with
+  decay groups; and its regional torch.compile of the decoder layers, the compile
+  time measured on the first steps, excluded from the timed ones and reported
+  separately); the reference is a stock transformers model in its defaults (fp32,
+  torch AdamW). Interleaved with them, our model eager at the trainer's precision
+  with fused AdamW: `defaults / eager, ours` must not fall below 1 (at 83f105a a
+  Muon update dearer than the step made the defaults 3.4 times slower than that).
 
 MFU is model FLOPs (6·N + attention, per token) × tokens/s over a matmul peak
 of the row's precision measured in this same run (best of several trials).
@@ -28,7 +32,8 @@ import time
 NAME = "train_throughput"
 DESCRIPTION = "training tokens/s of the small preset vs LlamaForCausalLM (fp32, bf16, default settings)"
 # like for like first (same precision, same settings); default vs default beside it, labelled
-HEADLINE = ["speedup fp32", "speedup bf16 autocast", "speedup default settings", "ours MFU default settings"]
+HEADLINE = ["speedup fp32", "speedup bf16 autocast", "speedup default settings", "defaults / eager, ours",
+            "ours MFU default settings"]
 
 
 def _models(config, device: str = "cpu"):
@@ -62,21 +67,22 @@ def _step_fn(model, optimizer, batch, autocast):
     return step
 
 
-def _trainer_defaults(model, device: str = "cpu"):
-    """(autocast context factory, optimizer, compiled layers, precision name) as `minimind train`
-    sets them up for a pretraining run on this device."""
+def _trainer_defaults(model, tokens: int, device: str = "cpu"):
+    """(autocast context factory, optimizer, its name, compiled layers, precision name) as `minimind
+    train` sets them up for a long pretraining run of `model` at `tokens` a step on this device (the
+    set-up's own build_optimizer: `auto` decides between Muon and AdamW on the model)."""
     from minimind.training import TrainConfig
     from minimind.training.compiling import MIN_STEPS_TO_COMPILE, compile_layers
-    from minimind.training.optimizers import make_optimizer
     from minimind.training.precision import Precision, bf16_supported
+    from minimind.training.setup import build_optimizer
 
     kind = device.split(":")[0]
     cfg = TrainConfig.from_dict({"data": {"files": ["corpus.txt"]}, "model": {"preset": "small"}}).resolved(
         kind, bf16_supported(device))
     precision = Precision(cfg.precision, kind)
-    optimizer = make_optimizer(model, cfg, device)
+    optimizer = build_optimizer(cfg, model, device, tokens)
     layers = compile_layers(model, cfg, MIN_STEPS_TO_COMPILE, lambda _msg: None)
-    return precision.autocast, optimizer, layers, cfg.precision
+    return precision.autocast, optimizer, cfg.optim.name, layers, cfg.precision
 
 
 def run(quick: bool = False, tiny: bool = False, batch: int = 4, seq: int = 256) -> dict:
@@ -104,7 +110,7 @@ def run(quick: bool = False, tiny: bool = False, batch: int = 4, seq: int = 256)
     peaks = {"fp32": matmul_peak_flops(device, torch.float32, trials=trials)}
     if bf16:
         peaks["bf16"] = matmul_peak_flops(device, torch.bfloat16, trials=trials)
-    repeats = 1 if tiny else 3 if quick else 9
+    repeats = 7 if tiny else 3 if quick else 9  # (a toy step takes milliseconds: medians of 7 steady them)
     fp32 = contextlib.nullcontext
 
     def bf16_autocast():
@@ -112,8 +118,9 @@ def run(quick: bool = False, tiny: bool = False, batch: int = 4, seq: int = 256)
 
     rows, summary = [], {}
 
-    def compare(label: str, ours_step, ours_peak: str, ref_step, ref_peak: str, note: str) -> None:
-        times = interleaved_medians({"ours": ours_step, "reference": ref_step}, repeats=repeats, warmup=2)
+    def compare(label: str, ours_step, ours_peak: str, ref_step, ref_peak: str, note: str, beside=None) -> dict:
+        steps = {"ours": ours_step, "reference": ref_step, **({"beside": beside} if beside else {})}
+        times = interleaved_medians(steps, repeats=repeats, warmup=2)
         for side, peak in (("ours", ours_peak), ("reference", ref_peak)):
             tps = tokens / times[side]
             rows.append({"settings": label, "model": side, "tokens/s": tps, "step ms": times[side] * 1000,
@@ -125,6 +132,7 @@ def run(quick: bool = False, tiny: bool = False, batch: int = 4, seq: int = 256)
         summary[f"ours tok/s {label}"] = tokens / times["ours"]
         summary[f"reference tok/s {label}"] = tokens / times["reference"]
         summary[f"ours MFU {label}"] = fpt * tokens / times["ours"] / peaks[ours_peak]
+        return times
 
     ref_note = {"fp32": "fp32, torch AdamW", "bf16 autocast": "bf16 autocast, torch AdamW",
                 "default settings": "stock defaults: fp32, torch AdamW"}
@@ -136,9 +144,8 @@ def run(quick: bool = False, tiny: bool = False, batch: int = 4, seq: int = 256)
                 _step_fn(eager, torch.optim.AdamW(eager.parameters(), lr=1e-4, fused=True), data, bf16_autocast),
                 "bf16", _step_fn(ref, torch.optim.AdamW(ref.parameters(), lr=1e-4), data, bf16_autocast), "bf16",
                 "bf16 autocast, fused AdamW")
-    del eager
 
-    autocast, optimizer, layers, precision = _trainer_defaults(ours, device)
+    autocast, optimizer, optimizer_name, layers, precision = _trainer_defaults(ours, tokens, device)
     if tiny:
         for layer in layers:
             layer._compiled_call_impl = None  # keep the smoke test fast
@@ -151,10 +158,22 @@ def run(quick: bool = False, tiny: bool = False, batch: int = 4, seq: int = 256)
     start = time.perf_counter()
     ours_step()
     steady = time.perf_counter() - start
-    compare("default settings", ours_step, precision if precision in peaks else "fp32",
-            _step_fn(ref, torch.optim.AdamW(ref.parameters(), lr=1e-4), data, fp32), "fp32",
-            f"minimind train defaults: {precision} autocast, fused AdamW, "
-            + (f"torch.compile of {len(layers)} decoder layers" if layers else "eager"))
+    # beside them, interleaved: our model eager at the trainer's precision with fused AdamW (the
+    # defaults must never be slower than that: a Muon update dearer than the step made them 3x slower)
+    eager_step = _step_fn(eager, torch.optim.AdamW(eager.parameters(), lr=1e-4, fused=True), data, autocast)
+    times = compare("default settings", ours_step, precision if precision in peaks else "fp32",
+                    _step_fn(ref, torch.optim.AdamW(ref.parameters(), lr=1e-4), data, fp32), "fp32",
+                    f"minimind train defaults: {precision} autocast, {optimizer_name} "
+                    + ("(Muon on the layers' matrices, fused AdamW on the rest)" if optimizer_name == "muon"
+                       else "(fused)") + ", "
+                    + (f"torch.compile of {len(layers)} decoder layers" if layers else "eager"),
+                    beside=eager_step)
+    del eager
+    rows.append({"settings": "default settings", "model": "ours eager", "tokens/s": tokens / times["beside"],
+                 "step ms": times["beside"] * 1000, "how": f"{precision} autocast, fused AdamW, eager (interleaved "
+                                                          "with the row above)"})
+    summary["defaults / eager, ours"] = times["beside"] / times["ours"]
+    summary["default optimizer"] = optimizer_name
     summary["compile s (first step minus a steady one, excluded above)"] = max(first - steady, 0.0) if layers else 0.0
     summary.update({f"matmul peak {k} GFLOP/s": v / 1e9 for k, v in peaks.items()})
     summary["threads"] = torch.get_num_threads()

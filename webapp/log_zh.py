@@ -78,6 +78,9 @@ LOG = Table([
          "速度探测：每步 {s} 秒 → {t} 秒内 {n} 步"),
     # minimind/training: compiling, setup, sizing, memory, slices
     Said(r"compiling (?P<n>\d+) decoder layers \(torch\.compile\)", "编译 {n} 个解码器层（torch.compile）"),
+    Said(r"optimizer (?P<name>\w+): a Muon update would cost (?P<share>\d+) % of a step's FLOPs "
+         r"\(Muon at (?P<max>\d+) % or less\)",
+         "优化器 {name}：一次 Muon 更新约为一步计算量（FLOPs）的 {share} %（不超过 {max} % 时用 Muon）"),
     Said(r"torch\.compile failed \((?P<why>.*)\); running eager", "torch.compile 失败（{why}）；改为不编译运行"),
     Said(r"compile: off \(each GPU slice is a fresh process, which would compile the model again\)",
          "编译：关闭（每个 GPU 时间片都是新进程，会重新编译模型）"),

@@ -119,8 +119,8 @@ class ClassifySection:
 @dataclass
 class OptimSection:
     name: str = "auto"                   # adamw | muon (Muon on the decoder layers' matrices, AdamW on the rest:
-                                         # training/optimizers.py) | auto: muon to pretrain a new transformer,
-                                         # adamw otherwise
+                                         # training/optimizers.py) | auto: muon to pretrain a new transformer
+                                         # whose Muon update is cheap beside a step, adamw otherwise
     lr: float | None = None              # peak learning rate (auto: by mode)
     min_lr_ratio: float = 0.1            # cosine decays to lr * min_lr_ratio
     warmup_steps: int | None = None      # linear warmup (auto: 5% of steps, at most 200)
@@ -267,13 +267,13 @@ class TrainConfig:
         if c.precision == "auto":
             c.precision = "bf16" if bf16_ok else ("fp16" if on_gpu else "fp32")
         if c.optim.name == "auto":
-            # Muon pretrains a new model better in the same time (10 minutes of pico on the Tang
-            # poems, 2 threads: held-out BPC 6.61 vs 6.77 with AdamW, same benchmark, same session;
-            # benchmarks/NOTES.md); fine-tunes keep AdamW (not measured); FSDP shards the matrices
-            # Muon needs whole; an LSTM has no decoder layers for it.
-            muon = (new_model and c.mode == "pretrain" and c.model.architecture != "lstm"
-                    and c.distributed != "fsdp")
-            c.optim.name = "muon" if muon else "adamw"
+            # Muon may pretrain a new transformer better in the same time: the set-up decides once the
+            # model is built, from what its update costs beside a step (optimizers.choose_optimizer).
+            # Fine-tunes keep AdamW (not measured); FSDP shards the matrices Muon needs whole; an LSTM
+            # has no decoder layers for it.
+            muon_may = (new_model and c.mode == "pretrain" and c.model.architecture != "lstm"
+                        and c.distributed != "fsdp")
+            c.optim.name = "auto" if muon_may else "adamw"
         c.validate()
         return c
 

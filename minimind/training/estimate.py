@@ -77,7 +77,8 @@ def estimate(config: TrainConfig, probe_steps: int = 2, scratch: str | None = No
         if processes > 1 and device == "cpu":  # each of N processes gets its share of the cores (as the page starts them)
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // processes))
         try:
-            per_step = speed_probe(built.model, built.stream, built.precision, built.objective, steps=probe_steps)
+            per_step = speed_probe(built.model, built.stream, built.precision, built.objective, steps=probe_steps,
+                                   optimizer=built.optimizer)  # (the built model is thrown away)
         finally:
             torch.set_num_threads(threads)
         if processes == 1 and not wants_compile(cfg, cfg.max_steps):  # the run's steps are eager too

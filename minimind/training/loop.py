@@ -172,7 +172,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
     optimizer, scaler, stream, precision, tokenizer = run.optimizer, run.scaler, run.stream, run.precision, run.tokenizer
     corpus, state = run.corpus, run.state
     if run.sized and main:
-        cfg.save(run_dir.config_file)  # a resumed run builds the size chosen now
+        cfg.save(run_dir.config_file)  # a resumed run builds the size (and optimizer) chosen now
     if run.checkpoint is not None:
         if main:
             run_dir.truncate_metrics_after(state["step"])

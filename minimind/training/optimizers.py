@@ -7,8 +7,8 @@
   head, norms, LoRA factors, a classifier's head), as Muon's authors do. Its update is scaled
   to AdamW's RMS (Moonshot's 0.2 * sqrt(max(rows, columns))), so the same learning rate and
   weight decay apply to both halves and the schedule sets one rate.
-- `auto` (the default; TrainConfig.resolved): `muon` to pretrain a new transformer, `adamw`
-  otherwise.
+- `auto` (the default): `muon` to pretrain a new transformer where its update is cheap beside the
+  step (`choose_optimizer`), `adamw` otherwise.
 
 `BatchedMuon` is `torch.optim.Muon`'s update (same momentum, coefficients, scaling and state,
 tested against it) with the Newton-Schulz iterations of all same-shaped matrices run as one
@@ -26,6 +26,45 @@ import torch
 from ..errors import ConfigError
 
 OPTIMIZERS = ("adamw", "muon")
+
+
+# Muon's update costs its Newton-Schulz matmuls, about ns_steps x (4 m^2 n + 2 m^3) FLOPs for each hidden
+# m x n matrix (m <= n) whatever the batch, while a step's forward and backward cost 6 FLOPs per weight and
+# token. `auto` takes Muon where the update is at most this share of the step's FLOPs. At 4 x 256 tokens a
+# step (the CPU default) that is pico (24 %), where Muon was measured to pay (10 minutes on the Tang
+# poems, 2 threads: held-out BPC 6.61 vs 6.77 with AdamW; benchmarks/NOTES.md); micro is at 42 %, nano
+# 64 %; at `small` the update is 175 % of the step and made the default settings 3.2 times slower than
+# AdamW (benchmarks/train_throughput.py: 440 vs 1,397 tokens/s). A GPU's batches of 32 x 512 tokens
+# bring `small` to 11 %.
+MUON_MAX_SHARE = 0.25
+
+
+def muon_update_flops(model, ns_steps: int) -> float:
+    """FLOPs of one Muon update of the model's hidden matrices (its Newton-Schulz iterations)."""
+    total = 0.0
+    for name, p in model.named_parameters():
+        if p.requires_grad and is_hidden_matrix(name, p):
+            m, n = sorted(p.shape)
+            total += ns_steps * (4 * m * m * n + 2 * m ** 3)
+    return total
+
+
+def muon_share(model, cfg, tokens_per_step: int) -> float:
+    """Muon's update FLOPs over a training step's model FLOPs (6 per weight and token)."""
+    weights = sum(p.numel() for name, p in model.named_parameters() if p.dim() == 2 and "embed" not in name)
+    config = getattr(model, "config", None)
+    if getattr(config, "tie_word_embeddings", False):
+        weights += config.vocab_size * config.hidden_size  # the tied head is a matmul too
+    return muon_update_flops(model, cfg.optim.ns_steps) / max(6.0 * weights * tokens_per_step, 1.0)
+
+
+def choose_optimizer(cfg, model, tokens_per_step: int) -> str:
+    """What `optim.name: auto` means for this model (TrainConfig.resolved leaves `auto` only where Muon
+    may apply: pretraining a new transformer): `muon` where its update costs at most MUON_MAX_SHARE of a
+    step, else `adamw`."""
+    if cfg.optim.name != "auto":
+        return cfg.optim.name
+    return "muon" if muon_share(model, cfg, tokens_per_step) <= MUON_MAX_SHARE else "adamw"
 
 
 def make_optimizer(model, cfg, device: str, low_precision: bool = False):

@@ -25,7 +25,7 @@ from .config import TrainConfig, check_mode_kind
 from .memory import check_fits
 from .modes import build_model
 from .objectives import build_objective
-from .optimizers import make_optimizer
+from .optimizers import MUON_MAX_SHARE, choose_optimizer, make_optimizer, muon_share
 from .precision import Precision
 from .run_dir import RunDir
 from .sizing import (choose_preset, choose_timed_preset, ladder_for, parameter_count, pretrain_lr,
@@ -50,7 +50,7 @@ class Run:
     stream: BatchStream
     state: dict                  # step, tokens_seen, elapsed_s, max_steps (from the checkpoint on resume)
     checkpoint: Path | None      # the checkpoint resumed from
-    sized: bool = False          # whether the size or learning rate of a new model was chosen now
+    sized: bool = False          # whether the size, learning rate or optimizer of a new model was chosen now
     memory: object = None        # the fine-tune's memory plan (training/memory.py); None for a new model
     step_s: float | None = None  # seconds a step of the chosen size took when the sizes were timed (or None)
 
@@ -89,7 +89,13 @@ def set_up(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, start
         if cfg.adapter_kind:
             base_model.enable_input_require_grads()
     model = dist.wrap(base_model, info, cfg.distributed, device)
-    optimizer = make_optimizer(base_model, cfg, device, low_precision=cfg.precision == "bf16")
+    choosing = cfg.optim.name == "auto"
+    optimizer = build_optimizer(cfg, base_model, device, tokens_per_step(cfg, info))
+    if choosing:
+        sized = True  # (the choice is kept in the run's config)
+        share = muon_share(base_model, cfg, tokens_per_step(cfg, info))
+        log(f"optimizer {cfg.optim.name}: a Muon update would cost {100 * share:.0f} % of a step's FLOPs "
+            f"(Muon at {100 * MUON_MAX_SHARE:.0f} % or less)")
     stream = BatchStream(corpus.train, cfg.batch_size, cfg.grad_accum, cfg.seed, tokenizer.pad_token_id,
                          info.rank, info.world)
     state = {"step": 0, "tokens_seen": 0, "elapsed_s": 0.0, "max_steps": cfg.max_steps}
@@ -180,7 +186,7 @@ def choose_new_model_size(cfg: TrainConfig, tokenizer, corpus, device: str, prec
         return False, None
     chose, timed = False, {}
     if cfg.model.preset == "auto":
-        tokens_per_step = cfg.batch_size * cfg.grad_accum * info.world * cfg.data.seq_len
+        step_tokens = tokens_per_step(cfg, info)
 
         def stream() -> BatchStream:
             return BatchStream(corpus.train, cfg.batch_size, cfg.grad_accum, cfg.seed, tokenizer.pad_token_id,
@@ -189,13 +195,14 @@ def choose_new_model_size(cfg: TrainConfig, tokenizer, corpus, device: str, prec
         def seconds_per_step(preset: str) -> float:
             trial = TrainConfig.from_dict({**cfg.to_dict(), "model": {**cfg.to_dict()["model"], "preset": preset}})
             model = build_model(trial, tokenizer, device, precision.dtype).train()
-            per_step = dist.mean(speed_probe(model, stream(), precision, objective, steps=2), info)
+            optimizer = build_optimizer(trial, model, device, step_tokens)  # (Muon's update is timed too)
+            per_step = dist.mean(speed_probe(model, stream(), precision, objective, steps=2, optimizer=optimizer), info)
             del model
             timed[preset] = per_step  # the newest timing of each size
             return per_step
 
         def tokens_for(per_step: float) -> float:
-            return 0.9 * dist.mean(budget.left(time.perf_counter()), info) / per_step * tokens_per_step
+            return 0.9 * dist.mean(budget.left(time.perf_counter()), info) / per_step * step_tokens
 
         architecture = cfg.model.architecture
         ladder = ladder_for(architecture)
@@ -245,9 +252,24 @@ def step_batches(objective, model, stream: BatchStream, step: int) -> tuple[list
     return rollouts(model, micro, step) if rollouts is not None else (micro, {})
 
 
-def speed_probe(model, stream: BatchStream, precision: Precision, objective, steps: int = 3) -> float:
-    """Seconds per optimizer step, from forward+backward passes that change no weights (an
-    objective that samples its data samples it too, and makes its several passes)."""
+def build_optimizer(cfg: TrainConfig, model, device: str, tokens: int):
+    """The optimizer a run trains `model` with (`tokens` a step): `optim.name: auto` decided on the
+    model (optimizers.choose_optimizer, written into `cfg`); Muon's iterations in bf16 where the run is."""
+    cfg.optim.name = choose_optimizer(cfg, model, tokens)
+    return make_optimizer(model, cfg, device, low_precision=cfg.precision == "bf16")
+
+
+def tokens_per_step(cfg: TrainConfig, info) -> int:
+    """Tokens an optimizer step trains on, over every process (rows x sequence length)."""
+    return cfg.batch_size * cfg.grad_accum * info.world * cfg.data.seq_len
+
+
+def speed_probe(model, stream: BatchStream, precision: Precision, objective, steps: int = 3,
+                optimizer=None) -> float:
+    """Seconds per optimizer step, from forward+backward passes (an objective that samples its data
+    samples it too, and makes its several passes) and the `optimizer`'s steps, which change the
+    model's weights (a throwaway model's); without one, the passes change no weights and the
+    optimizer's step is guessed at a tenth of them (AdamW's is a few percent)."""
     times = []
     device = next(model.parameters()).device
     for step in range(steps + 1):
@@ -258,6 +280,9 @@ def speed_probe(model, stream: BatchStream, precision: Precision, objective, ste
                 with precision.autocast():
                     loss, _ = objective.loss(model, {k: v.to(device) for k, v in batch.items()})
                 loss.backward()
+            if optimizer is not None:
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
         times.append(time.perf_counter() - start)
     model.zero_grad(set_to_none=True)
-    return sorted(times[1:])[len(times[1:]) // 2] * 1.1  # + optimizer step
+    return sorted(times[1:])[len(times[1:]) // 2] * (1.0 if optimizer is not None else 1.1)

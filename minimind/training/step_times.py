@@ -30,7 +30,7 @@ def shape_key(cfg, device: str, model_config, trainable: int, world: int, thread
             if cfg.objective == "grpo" else None)
     return json.dumps([device, cfg.precision, threads, world, cfg.objective, cfg.mode, cfg.adapter_kind, trainable,
                        shape, cfg.batch_size, cfg.grad_accum, cfg.data.seq_len, bool(cfg.grad_checkpointing),
-                       compiled, grpo], sort_keys=True)
+                       compiled, grpo, cfg.optim.name], sort_keys=True)
 
 
 def _read(folder: Path) -> dict:

@@ -178,7 +178,7 @@ NOT_SAID = {"reporting.py": "a tracker's own lines name the tracker and its erro
 SAMPLES = {  # an expression in a log f-string -> a value it may take
     "describe(device, cfg.precision)": "CPU (2 threads, bf16), bf16", "cfg.mode": "lora", "source": "the timed sizes",
     "memory.describe()": "about 1.2 GB (weights 0.1, activations 0.4 GB)", "found.describe()": "about 9.0 GB",
-    "choice.preset": "nano", "type(err).__name__": "RuntimeError",
+    "choice.preset": "nano", "type(err).__name__": "RuntimeError", "cfg.optim.name": "adamw",
     "message": "the training split is empty: the corpus is too small for data.seq_len = 256; add text or lower "
                "data.seq_len",
 }

@@ -19,10 +19,14 @@ from minimind.errors import ConfigError
 from minimind.training import TrainConfig
 from minimind.training.checkpoint import _flatten_optimizer, _unflatten_optimizer
 from minimind.training.optimizers import (
+    MUON_MAX_SHARE,
     BatchedMuon,
     MuonWithAdamW,
+    choose_optimizer,
     is_hidden_matrix,
     make_optimizer,
+    muon_share,
+    muon_update_flops,
 )
 
 
@@ -147,7 +151,7 @@ def test_a_stopped_and_resumed_muon_run_matches_an_uninterrupted_one(tmp_path, t
 
 
 @pytest.mark.parametrize("raw, expected", [
-    ({}, "muon"),                                                          # a new transformer, pretrained
+    ({}, "auto"),                                        # a new transformer, pretrained: decided on its shape
     ({"model": {"architecture": "lstm"}}, "adamw"),                        # no decoder layers for it
     ({"distributed": "fsdp"}, "adamw"),                                    # FSDP shards Muon's matrices
     ({"mode": "sft", "model": {"init_from": "base"}}, "adamw"),            # fine-tunes: not measured
@@ -155,7 +159,36 @@ def test_a_stopped_and_resumed_muon_run_matches_an_uninterrupted_one(tmp_path, t
     ({"optim": {"name": "adamw"}}, "adamw"),                               # chosen: kept
     ({"mode": "sft", "model": {"init_from": "base"}, "optim": {"name": "muon"}}, "muon"),
 ])
-def test_auto_picks_muon_to_pretrain_a_new_transformer(raw, expected):
+def test_auto_leaves_muon_open_only_to_pretrain_a_new_transformer(raw, expected):
     config = TrainConfig.from_dict({"data": {"files": ["x"]}, **raw})
     assert config.optim.name == "auto" or "optim" in raw
     assert config.resolved("cpu").optim.name == expected
+
+
+def test_muon_update_flops_count_each_hidden_matrix_newton_schulz_iterations():
+    model = _model()
+    expected = 0
+    for name, p in model.named_parameters():
+        if is_hidden_matrix(name, p):
+            m, n = sorted(p.shape)
+            expected += 5 * (4 * m * m * n + 2 * m ** 3)  # per iteration: X X^T, (X X^T)^2, (.) X
+    assert muon_update_flops(model, 5) == expected > 0
+    assert muon_update_flops(model, 4) == expected * 4 / 5
+
+
+@pytest.mark.parametrize("preset, tokens, expected", [
+    ("pico", 4 * 256, "muon"),     # the CPU default batch: its update ~24 % of a step (measured to pay)
+    ("nano", 4 * 256, "adamw"),    # ~64 %
+    ("small", 4 * 256, "adamw"),   # ~175 %: it made the default 3.2x slower than AdamW
+    ("small", 32 * 512, "muon"),   # a GPU's batch: ~11 %
+])
+def test_auto_takes_muon_where_its_update_is_cheap_beside_the_step(preset, tokens, expected):
+    from minimind import MiniMindConfig
+
+    model = MiniMindForCausalLM(MiniMindConfig.from_preset(preset))
+    cfg = TrainConfig.from_dict({"data": {"files": ["x"]}}).resolved("cpu")
+    share = muon_share(model, cfg, tokens)
+    assert (share <= MUON_MAX_SHARE) == (expected == "muon")
+    assert choose_optimizer(cfg, model, tokens) == expected
+    cfg.optim.name = "muon"  # a name the user chose is kept, whatever it costs
+    assert choose_optimizer(cfg, model, tokens) == "muon"
