@@ -78,6 +78,10 @@ LOG = Table([
          "速度探测：每步 {s} 秒 → {t} 秒内 {n} 步"),
     # minimind/training: compiling, setup, sizing, memory, slices
     Said(r"compiling (?P<n>\d+) decoder layers \(torch\.compile\)", "编译 {n} 个解码器层（torch.compile）"),
+    Said(r"compiled layers kept: (?P<c>[\d.]+)s a step against (?P<e>[\d.]+)s eager",
+         "保留编译后的层：每步 {c} 秒，未编译时 {e} 秒"),
+    Said(r"compiled layers dropped: (?P<c>[\d.]+)s a step against (?P<e>[\d.]+)s eager \(less than (?P<g>\d+) % "
+         r"faster\); running eager", "放弃编译后的层：每步 {c} 秒，未编译时 {e} 秒（快不到 {g} %）；改为不编译运行"),
     Said(r"optimizer (?P<name>\w+): a Muon update would cost (?P<share>\d+) % of a step's FLOPs "
          r"\(Muon at (?P<max>\d+) % or less\)",
          "优化器 {name}：一次 Muon 更新约为一步计算量（FLOPs）的 {share} %（不超过 {max} % 时用 Muon）"),

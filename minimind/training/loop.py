@@ -31,7 +31,16 @@ from .batches import eval_batches
 from .budget import (PROBE_PLAN_SHARE, ROUGH_RESIZE_STEPS, TIME_FROM_STEP, eval_cost_steps, eval_every_at_least,
                      first_eval_from, interval_due, intervals, planned_steps, save_guess)
 from .checkpoint import latest_checkpoint, save_checkpoint
-from .compiling import LossWithFallback, compile_layers, wants_compile
+from .compiling import (
+    MIN_GAIN,
+    CompileTrial,
+    LossWithFallback,
+    compile_layers,
+    compile_now,
+    eager_again,
+    measure_compile,
+    wants_compile,
+)
 from .config import TrainConfig
 from .events import RunEvent
 from .modes import count_parameters, trainable_parameters
@@ -230,7 +239,10 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         budget.eval_guess_steps = eval_cost_steps(cfg, len(corpus.validation))
         budget.save_guess_s = save_guess(*_saved_parameters(base_model, cfg))
 
-    loss_fn = LossWithFallback(objective.loss, [] if plan_at_first_step else
+    # compile: auto times eager steps, then compiled ones, and keeps what is faster (CompileTrial)
+    trial = CompileTrial(lambda x: dist.mean(x, info)) if (
+        not plan_at_first_step and measure_compile(cfg, max_steps, base_model)) else None
+    loss_fn = LossWithFallback(objective.loss, [] if plan_at_first_step or trial else
                                compile_layers(base_model, cfg, max_steps, log), log)
     updates = getattr(objective, "updates_per_step", 1)
     trainable, total_params = count_parameters(base_model)
@@ -382,7 +394,8 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
             if state_start == 0 and choose_dropout(cfg, base_model, max_steps, stream, log) and main:
                 cfg.save(run_dir.config_file)
             warmup, eval_every, save_every, log_every = run_intervals(max_steps)
-            loss_fn.compiled = compile_layers(base_model, cfg, max_steps, log)
+            trial = CompileTrial(lambda x: dist.mean(x, info)) if measure_compile(cfg, max_steps, base_model) else None
+            loss_fn.compiled = [] if trial else compile_layers(base_model, cfg, max_steps, log)
             first_eval_compiles = bool(loss_fn.compiled)
             phase("compiling" if loss_fn.compiled else "training")
             last = step == max_steps
@@ -392,9 +405,16 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         # skip the evaluation (or save) it was planned around
         eval_due = interval_due(step, last_eval_at, eval_every, max_steps)
         save_due = interval_due(step, last_save_at, save_every, max_steps)
+        compile_step = trial is not None and trial.compiling  # (its seconds are not a training step's)
+        if trial is not None:
+            trial, first_eval_compiles = _compile_trial_step(trial, now - step_start, base_model, loss_fn, log,
+                                                             first_eval_compiles)
+            if trial is not None and trial.compiling:
+                phase("compiling")
         if timed:
             timing = dist.means({"step_s": now - step_start, "left_s": budget.left(now)}, info)  # one all-reduce
-            budget.record_step(timing["step_s"], step - state_start)  # all ranks agree ...
+            if not compile_step:
+                budget.record_step(timing["step_s"], step - state_start)  # all ranks agree ...
             seconds_left = timing["left_s"]  # ... on one figure
             resize = budget.due(evaluated=eval_due)
             if resize or budget.no_time_for_another(seconds_left, eval_due, save_due):
@@ -436,8 +456,9 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         if main and (now - last_status > 1.0 or last or stop_now or eval_due or save_due or step - state_start <= 2):
             last_status = now
             run_dir.write_status(step=step, total=max_steps, loss=step_loss, lr=lr, tokens_per_s=tokens_per_s,
-                                 phase="finishing" if last else ("compiling" if loss_fn.compiled and
-                                                                 step - state_start < 2 else "training"),
+                                 phase="finishing" if last else ("compiling" if (
+                                     loss_fn.compiled and step - state_start < 2) or (
+                                     trial is not None and trial.compiling) else "training"),
                                  eta_s=eta, elapsed_s=elapsed, wall_s=time.perf_counter() - started,
                                  tokens=state["tokens_seen"],
                                  epoch=stream.epoch_at(step), **{k: v for k, v in last_eval.items() if k != "step"})
@@ -466,6 +487,26 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
                                     final_checkpoint=str(final) if final else None,
                                     eta_s=0 if not stopped else None, **final_figures)
     return {}
+
+
+def _compile_trial_step(trial: CompileTrial, step_s: float, base_model, loss_fn: LossWithFallback, log,
+                        first_eval_compiles: bool) -> tuple[CompileTrial | None, bool]:
+    """Tell the compile trial a step's seconds and do what it says: compile the layers, keep them, or
+    go back to eager. Returns (the trial, None once it has decided; whether the next evaluation compiles)."""
+    action = trial.after_step(step_s)
+    if action == "compile":
+        loss_fn.compiled = compile_now(base_model, log)
+        return trial, bool(loss_fn.compiled)
+    if action == "keep":
+        log(f"compiled layers kept: {trial.compiled_s:.3f}s a step against {trial.eager_s:.3f}s eager")
+        return None, first_eval_compiles
+    if action == "eager":
+        eager_again(loss_fn.compiled)
+        loss_fn.compiled = []
+        log(f"compiled layers dropped: {trial.compiled_s:.3f}s a step against {trial.eager_s:.3f}s eager "
+            f"(less than {100 * MIN_GAIN:.0f} % faster); running eager")
+        return None, False
+    return trial, first_eval_compiles
 
 
 CONFUSION_FILE = "confusion.json"  # a classifier run's final report: labels, matrix (rows true, columns predicted)
