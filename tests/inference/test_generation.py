@@ -332,3 +332,29 @@ def test_answer_room_is_what_the_context_leaves_after_the_prompt_chat_and_comple
     assert answer_room(random_model, tokenizer, "x" * 300, 10_000) == 1  # no room: chat/complete say why
     with pytest.raises(SamplingError, match="characters"):  # refused by its length, before tokenizing
         answer_room(random_model, tokenizer, [{"role": "user", "content": "床" * 1_000_000}], 10_000)
+
+
+def test_the_defaults_fit_a_model_whose_context_is_the_default_answer_length(random_model, tokenizer):
+    """SamplingParams()'s 256 new tokens are a shipped model's whole context (tiny_config's too), so
+    chat(model, tok, messages) with no params refused every prompt. Now the defaults' answer takes what
+    the context leaves (at most 256); a long history keeps a quarter of the context for the answer
+    and drops its oldest turns; a prompt too long for any answer is still refused with its numbers."""
+    assert SamplingParams().max_new_tokens == 256 == random_model.config.max_position_embeddings
+    messages = [{"role": "user", "content": "床前明月光，疑是地上霜。"}]
+    generation = chat(random_model, tokenizer, messages)
+    generation.read()
+    assert generation.prompt_tokens + generation.completion_tokens <= 256 and generation.completion_tokens > 0
+    assert generation.dropped_turns == 0
+    text = complete(random_model, tokenizer, "To be, or not to be")
+    text.read()
+    assert text.completion_tokens > 0
+
+    history = []
+    for i in range(12):
+        history += [{"role": "user", "content": f"question {i} " + "床前明月光，疑是地上霜。" * 2},
+                    {"role": "assistant", "content": f"answer {i} " + "舉頭望明月，低頭思故鄉。" * 2}]
+    long = chat(random_model, tokenizer, history + [{"role": "user", "content": "last"}])
+    assert long.dropped_turns > 0 and long.prompt_tokens <= 256 - 64
+    long.read()
+    with pytest.raises(SamplingError, match="prompt is"):
+        complete(random_model, tokenizer, "To be, or not to be " * 60)
