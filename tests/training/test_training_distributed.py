@@ -23,11 +23,9 @@ from minimind.training import RunDir, TrainConfig
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
 def test_two_process_run_matches_one_process_with_the_same_global_batch(tmp_path, tokenizer_dir, strategy):
     corpus = write_text_corpus(tmp_path)
-    # the same settings but the processes; Muon under ddp (chosen: on this tiny model `auto` finds its
-    # update too dear beside a step), AdamW under fsdp, which `auto` picks there (FSDP shards the
-    # matrices Muon needs whole)
-    settings = {"model__tokenizer": str(tokenizer_dir), "max_steps": 4, "save_every": 2, "distributed": strategy,
-                "optim__name": {"ddp": "muon", "fsdp": "auto"}[strategy]}
+    # the same settings but the processes (`distributed` also picks the optimizer a new model gets: Muon
+    # with ddp, AdamW with fsdp, which shards the matrices Muon needs whole)
+    settings = {"model__tokenizer": str(tokenizer_dir), "max_steps": 4, "save_every": 2, "distributed": strategy}
     one, two = one_and_two_processes(lambda where, **kw: make_config(where, [corpus], **{**settings, **kw}),
                                      tmp_path, strategy)
     assert TrainConfig.load(one / "config.yaml").optim.name == {"ddp": "muon", "fsdp": "adamw"}[strategy]
