@@ -136,6 +136,31 @@ def _gpu_section(out_dir: Path) -> str:
     return "\n".join(parts)
 
 
+# A section a benchmark writes into RESULTS.md itself, between its markers (hub_tools)
+MARKED_SECTION = re.compile(r"<!-- (\w+): begin -->.*?<!-- \1: end -->", re.S)
+
+
+def put_section(doc: str, text: str, name: str) -> str:
+    """`doc` (a RESULTS.md) with the marked section `text` of benchmark `name`: in place of its
+    previous one, else before the GPU section, else at the end."""
+    begin, end = f"<!-- {name}: begin -->", f"<!-- {name}: end -->"
+    if begin in doc and end in doc:
+        head, rest = doc.split(begin, 1)
+        return head + text + rest.split(end, 1)[1]
+    if "\n## GPU" in doc:
+        head, tail = doc.split("\n## GPU", 1)
+        return head.rstrip("\n") + "\n\n" + text + "\n\n## GPU" + tail
+    return doc.rstrip("\n") + "\n\n" + text + "\n"
+
+
+def carry_sections(previous: str, rendered: str) -> str:
+    """`rendered` (the suite's new RESULTS.md) with the marked sections the previous one held: a
+    benchmark that writes its own section (hub_tools) keeps it through a suite run."""
+    for match in MARKED_SECTION.finditer(previous):
+        rendered = put_section(rendered, match.group(0), match.group(1))
+    return rendered
+
+
 def render(doc: dict, out_dir: Path) -> str:
     minutes, seconds = divmod(int(doc["wall_s"]), 60)
     notes_file = HERE / "NOTES.md"

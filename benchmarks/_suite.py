@@ -168,7 +168,9 @@ def _write(out_dir: Path, records: list[dict], order: list[str], command: str, w
     doc["benchmarks"] = _merge(out_dir / "results.json", records, order)
     (out_dir / "results.json").write_text(json.dumps(doc, indent=1, default=_jsonable, ensure_ascii=False),
                                           encoding="utf-8")
-    (out_dir / "RESULTS.md").write_text(_report.render(doc, out_dir), encoding="utf-8")
+    results_md = out_dir / "RESULTS.md"
+    previous = results_md.read_text(encoding="utf-8") if results_md.is_file() else ""
+    results_md.write_text(_report.carry_sections(previous, _report.render(doc, out_dir)), encoding="utf-8")
 
 
 def _merge(previous: Path, records: list[dict], order: list[str]) -> list[dict]:

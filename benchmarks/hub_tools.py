@@ -560,18 +560,11 @@ def section(result: dict) -> str:
 
 def write_section(text: str, results_md: Path = ROOT / "benchmarks" / "RESULTS.md") -> None:
     """Put the section into RESULTS.md: in place of the previous one, else before the GPU section
-    (else at the end). The suite (`python -m minimind bench`) rewrites RESULTS.md from its own records
-    and does not carry this section: run this benchmark again after it."""
+    (else at the end). The suite (`python -m minimind bench`) carries it when it rewrites the file."""
+    from benchmarks._report import put_section
+
     doc = results_md.read_text(encoding="utf-8") if results_md.is_file() else "# Benchmark results\n"
-    if BEGIN in doc and END in doc:
-        head, rest = doc.split(BEGIN, 1)
-        doc = head + text + rest.split(END, 1)[1]
-    elif "\n## GPU" in doc:
-        head, tail = doc.split("\n## GPU", 1)
-        doc = head.rstrip("\n") + "\n\n" + text + "\n\n## GPU" + tail
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text + "\n"
-    results_md.write_text(doc, encoding="utf-8")
+    results_md.write_text(put_section(doc, text, "hub_tools"), encoding="utf-8")
 
 
 def main() -> None:

@@ -8,6 +8,8 @@ from minimind.cli import main
 
 
 def test_bench_runs_a_benchmark_at_tiny_size_and_writes_the_table(tmp_path, capsys):
+    kept = "<!-- hub_tools: begin -->\n## Third-party tools\n\n| a | b |\n<!-- hub_tools: end -->"
+    (tmp_path / "RESULTS.md").write_text(f"# old\n\n{kept}\n\n## GPU\n\nold\n")  # a section a tool wrote
     code = main(["bench", "--only", "train_throughput", "--tiny", "--threads", "1", "--out", str(tmp_path)])
     assert code == 0, capsys.readouterr().out[-3000:]
     doc = json.loads((tmp_path / "results.json").read_text())
@@ -24,6 +26,7 @@ def test_bench_runs_a_benchmark_at_tiny_size_and_writes_the_table(tmp_path, caps
     report = (tmp_path / "RESULTS.md").read_text()
     assert "## train_throughput" in report and "| ratio ours/ref |" in report and "torch" in report
     assert "## GPU" in report and "Pending" in report
+    assert report.count(kept) == 1 and report.index(kept) < report.index("## GPU")  # carried, before the GPU
 
 
 def test_a_failing_benchmark_is_reported_not_raised(tmp_path):
