@@ -195,8 +195,10 @@ def choose_new_model_size(cfg: TrainConfig, tokenizer, corpus, device: str, prec
         def seconds_per_step(preset: str) -> float:
             trial = TrainConfig.from_dict({**cfg.to_dict(), "model": {**cfg.to_dict()["model"], "preset": preset}})
             model = build_model(trial, tokenizer, device, precision.dtype).train()
-            optimizer = build_optimizer(trial, model, device, step_tokens)  # (Muon's update is timed too)
-            per_step = dist.mean(speed_probe(model, stream(), precision, objective, steps=2, optimizer=optimizer), info)
+            # (forward and backward + 10 %, as TOKENS_PER_PARAMETER was fitted: with each size's real
+            # optimizer step, Muon's update, the sizes from micro up would look 20-50 % dearer than
+            # they did in the fit)
+            per_step = dist.mean(speed_probe(model, stream(), precision, objective, steps=2), info)
             del model
             timed[preset] = per_step  # the newest timing of each size
             return per_step
@@ -211,7 +213,7 @@ def choose_new_model_size(cfg: TrainConfig, tokenizer, corpus, device: str, prec
             return parameter_count(preset, len(tokenizer), cfg.model.overrides, architecture)
 
         if cfg.max_steps or budget is None:
-            known = (cfg.max_steps or cfg.epochs * stream().steps_per_epoch()) * tokens_per_step
+            known = (cfg.max_steps or cfg.epochs * stream().steps_per_epoch()) * step_tokens
             choice = choose_preset(lambda preset: known, parameters, ladder=ladder)
         else:
             choice = choose_timed_preset(seconds_per_step, tokens_for, parameters, ladder=ladder, log=log)
