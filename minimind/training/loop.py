@@ -239,11 +239,15 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         budget.eval_guess_steps = eval_cost_steps(cfg, len(corpus.validation))
         budget.save_guess_s = save_guess(*_saved_parameters(base_model, cfg))
 
-    # compile: auto times eager steps, then compiled ones, and keeps what is faster (CompileTrial)
-    trial = CompileTrial(lambda x: dist.mean(x, info)) if (
-        not plan_at_first_step and measure_compile(cfg, max_steps, base_model)) else None
-    loss_fn = LossWithFallback(objective.loss, [] if plan_at_first_step or trial else
-                               compile_layers(base_model, cfg, max_steps, log), log)
+    def start_compiling(total: int) -> tuple[CompileTrial | None, list]:
+        """(the trial of `compile: auto`, which times eager steps, then compiled ones, and keeps what
+        is faster, else None; the layers compiled from the next step: `compile: on`, else none)"""
+        if measure_compile(cfg, total, base_model):
+            return CompileTrial(lambda x: dist.mean(x, info)), []
+        return None, compile_layers(base_model, cfg, total, log)
+
+    trial, compiled = (None, []) if plan_at_first_step else start_compiling(max_steps)
+    loss_fn = LossWithFallback(objective.loss, compiled, log)
     updates = getattr(objective, "updates_per_step", 1)
     trainable, total_params = count_parameters(base_model)
     seq_len = cfg.data.seq_len
@@ -394,8 +398,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
             if state_start == 0 and choose_dropout(cfg, base_model, max_steps, stream, log) and main:
                 cfg.save(run_dir.config_file)
             warmup, eval_every, save_every, log_every = run_intervals(max_steps)
-            trial = CompileTrial(lambda x: dist.mean(x, info)) if measure_compile(cfg, max_steps, base_model) else None
-            loss_fn.compiled = [] if trial else compile_layers(base_model, cfg, max_steps, log)
+            trial, loss_fn.compiled = start_compiling(max_steps)
             first_eval_compiles = bool(loss_fn.compiled)
             phase("compiling" if loss_fn.compiled else "training")
             last = step == max_steps

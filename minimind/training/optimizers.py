@@ -24,6 +24,7 @@ from collections import defaultdict
 import torch
 
 from ..errors import ConfigError
+from .perf import flops_per_token
 
 OPTIMIZERS = ("adamw", "muon")
 
@@ -32,8 +33,8 @@ OPTIMIZERS = ("adamw", "muon")
 # m x n matrix (m <= n) whatever the batch, while a step's forward and backward cost 6 FLOPs per weight and
 # token. `auto` takes Muon where the update is at most this share of the step's FLOPs. Measured on the Tang
 # poems, 5 minutes each, 2 threads, held-out BPC Muon / AdamW at the CPU default of 4 x 256 tokens a step
-# (benchmarks/NOTES.md, 2026-12-05): nano (update 64 % of a step) 7.24 / 7.43, mini (119 %) 7.98 / 8.06,
-# small (175 %) 8.38 / 8.32, where AdamW's cheaper steps win (418 steps against 189) and Muon made the
+# (benchmarks/NOTES.md, 2026-12-05): nano (update 60 % of a step) 7.24 / 7.43, mini (113 %) 7.98 / 8.06,
+# small (168 %) 8.38 / 8.32, where AdamW's cheaper steps win (418 steps against 189) and Muon made the
 # default settings 2.2 times slower (benchmarks/train_throughput.py). A GPU's batches of 32 x 512 tokens
 # bring every preset under 20 %.
 MUON_MAX_SHARE = 1.5
@@ -50,12 +51,9 @@ def muon_update_flops(model, ns_steps: int) -> float:
 
 
 def muon_share(model, cfg, tokens_per_step: int) -> float:
-    """Muon's update FLOPs over a training step's model FLOPs (6 per weight and token)."""
-    weights = sum(p.numel() for name, p in model.named_parameters() if p.dim() == 2 and "embed" not in name)
-    config = getattr(model, "config", None)
-    if getattr(config, "tie_word_embeddings", False):
-        weights += config.vocab_size * config.hidden_size  # the tied head is a matmul too
-    return muon_update_flops(model, cfg.optim.ns_steps) / max(6.0 * weights * tokens_per_step, 1.0)
+    """Muon's update FLOPs over a training step's model FLOPs (perf.flops_per_token)."""
+    step = flops_per_token(model.config, cfg.data.seq_len) * tokens_per_step
+    return muon_update_flops(model, cfg.optim.ns_steps) / max(step, 1.0)
 
 
 def choose_optimizer(cfg, model, tokens_per_step: int) -> str:

@@ -89,11 +89,11 @@ def set_up(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, start
         if cfg.adapter_kind:
             base_model.enable_input_require_grads()
     model = dist.wrap(base_model, info, cfg.distributed, device)
-    choosing = cfg.optim.name == "auto"
-    optimizer = build_optimizer(cfg, base_model, device, tokens_per_step(cfg, info))
+    choosing, step_tokens = cfg.optim.name == "auto", tokens_per_step(cfg, info)
+    optimizer = build_optimizer(cfg, base_model, device, step_tokens)
     if choosing:
         sized = True  # (the choice is kept in the run's config)
-        share = muon_share(base_model, cfg, tokens_per_step(cfg, info))
+        share = muon_share(base_model, cfg, step_tokens)
         log(f"optimizer {cfg.optim.name}: a Muon update would cost {100 * share:.0f} % of a step's FLOPs "
             f"(Muon at {100 * MUON_MAX_SHARE:.0f} % or less)")
     stream = BatchStream(corpus.train, cfg.batch_size, cfg.grad_accum, cfg.seed, tokenizer.pad_token_id,
