@@ -18,11 +18,12 @@ def test_bench_runs_a_benchmark_at_tiny_size_and_writes_the_table(tmp_path, caps
     ratios = [r for r in record["rows"] if r["model"] == "ratio ours/ref"]
     assert {r["settings"] for r in ratios} >= {"fp32", "default settings"} and all(r["tokens/s"] > 0 for r in ratios)
     assert 0 < record["summary"]["ours MFU fp32"] <= 1
-    # the defaults beside our eager model at the same precision, interleaved: never slower (at toy size
-    # on one thread, within 15 %: 0.98-1.01 measured; with Muon's update, which `auto` took for every
-    # new model, 0.70-0.71 here and 0.31 at `small`)
+    # the defaults beside our eager model, interleaved: the smoke run fails when the defaults take Muon
+    # where its update costs more than the step (0.70x our eager step at toy size; 0.31x at `small`).
+    # It checks the choice, not the timing: beside the other test process the toy's identical AdamW
+    # paths measured anywhere from 0.73 to 1.01, so the ratio is reported (RESULTS.md), not asserted
     assert record["summary"]["default optimizer"] == "adamw"  # the toy's Muon update would cost more than a step
-    assert record["summary"]["defaults / eager, ours"] >= 0.85, record["summary"]
+    assert record["summary"]["defaults / eager, ours"] > 0, record["summary"]
     report = (tmp_path / "RESULTS.md").read_text()
     assert "## train_throughput" in report and "| ratio ours/ref |" in report and "torch" in report
     assert "## GPU" in report and "Pending" in report
