@@ -78,7 +78,12 @@ EN = {
                       "its run's validation split or the sample a shipped model carries; a labelled file, "
                       "text + label, scores a classifier's accuracy)",
     "results": "Results", "downloads": "Downloads", "api": "OpenAI-compatible API",
-    "split_paragraph": "paragraph", "split_line": "line", "chars_per_doc": "characters per document",
+    "split_section": "sections (running text)", "split_paragraph": "paragraphs (independent snippets)",
+    "split_line": "lines", "chars_per_doc": "characters per document",
+    "split_info": "Sections keep paragraphs and the blank lines between them together (up to about 16,000 "
+                  "characters, cut at a scene or chapter break where there is one), so a model learns what "
+                  "follows a paragraph; validation then holds out whole sections, not paragraphs from beside "
+                  "the ones it trains on. Paragraphs suit a file of unrelated snippets.",
     "docs_per_bar": "documents",
     # composed at run time (tr): keep every {placeholder} in both languages
     "device_line": "**Device:** {device}",
@@ -340,7 +345,10 @@ ZH = {
     "eval_file_info": "用于困惑度的留出文本（可选；默认用模型自己的留出文本：训练运行的验证集，或随模型附带的样本；"
                       "带标签的文件（文本 + 标签）可测分类器的准确率）",
     "results": "结果", "downloads": "下载", "api": "OpenAI 兼容接口",
-    "split_paragraph": "按段落", "split_line": "按行", "chars_per_doc": "每篇文档的字符数",
+    "split_section": "按章节（连续文本）", "split_paragraph": "按段落（互不相关的片段）",
+    "split_line": "按行", "chars_per_doc": "每篇文档的字符数",
+    "split_info": "按章节时，段落和段落间的空行保留在一起（每节约 16,000 个字符，遇到场次或章节的分隔就在那里切开），"
+                  "模型能学到一段之后接什么；验证集也留出整节，而不是训练段落旁边的段落。按段落适合由互不相关的片段组成的文件。",
     "docs_per_bar": "文档数",
     "device_line": "**设备：** {device}",
     "storage_note": ("**此 Space 没有持久存储：** 重启后，训练记录、导入的模型和导出文件都会消失。"

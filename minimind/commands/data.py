@@ -47,8 +47,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--label-field", default=None,
                    help="labelled text: record field holding the class (default: label, labels, class, category, "
                         "target; naming it makes the corpus labelled)")
-    p.add_argument("--split", default="paragraph", choices=("paragraph", "line"),
-                   help=".txt/.md documents: blank-line separated paragraphs, or lines")
+    p.add_argument("--split", default="section", choices=("section", "paragraph", "line"),
+                   help=".txt/.md documents: sections of running text (paragraphs with the blank lines between "
+                        "them; validation holds out whole sections), independent blank-line separated "
+                        "paragraphs, or lines")
     p.add_argument("--lenient", action="store_true", help="skip bad records instead of stopping at the first")
     p.add_argument("--max-skipped", type=int, default=100, help="with --lenient: most bad records to skip")
     p.add_argument("--max-file-mb", type=float, default=2048.0, help="refuse files larger than this (MiB)")

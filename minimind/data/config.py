@@ -14,7 +14,7 @@ from pathlib import Path
 from ..errors import ConfigError
 
 KINDS = ("auto", "text", "chat", "instruction", "preference", "prompts", "labelled")
-SPLITS = ("paragraph", "line")
+SPLITS = ("section", "paragraph", "line")
 
 
 @dataclass
@@ -29,7 +29,11 @@ class DataConfig:
     label_field: str | None = None     # labelled: record field with the class (default: label, labels, class,
                                        # category, target; "author" when the kind is forced); naming it detects
                                        # the labelled kind
-    split: str = "paragraph"           # .txt/.md documents: "paragraph" (blank-line separated) or "line"
+    split: str = "section"             # .txt/.md documents: "section" (running text: paragraphs and the blank
+                                       # lines between them, up to section_chars, cut at paragraph ends),
+                                       # "paragraph" (blank-line separated snippets) or "line". Validation
+                                       # holds out whole documents, so sections also keep it honest
+    section_chars: int = 16_000        # characters a section gathers before the next paragraph starts another
     seq_len: int | None = 512         # tokens per row (None: a training run picks it for the device): text is packed to it, chat examples (each side of a
                                        # preference pair) cut to it
     val_fraction: float = 0.05         # share of documents (pairs, prompts) held out for validation (0 = none)
@@ -70,6 +74,8 @@ class DataConfig:
         need(isinstance(self.max_skipped, int) and self.max_skipped >= 0, "max_skipped must be >= 0")
         need(self.max_file_mb > 0, "max_file_mb must be positive")
         need(self.max_document_chars >= 1000, "max_document_chars must be at least 1000")
+        need(isinstance(self.section_chars, int) and self.section_chars >= 1000,
+             f"section_chars must be an integer of at least 1000, got {self.section_chars!r}")
         need(self.max_chars is None or isinstance(self.max_chars, int) and self.max_chars >= 1,
              f"max_chars must be a positive integer or None, got {self.max_chars!r}")
         need(self.num_proc in (1, 2), f"num_proc must be 1 or 2, got {self.num_proc!r}")

@@ -154,7 +154,7 @@ def read_documents(files, config: DataConfig) -> Documents:
     infos = check_files(files, config)
     fingerprint = key("documents", [(f.digest, f.format, f.encoding) for f in infos], config.kind,
                       config.text_field, config.label_field, config.split, config.strict, config.max_skipped, config.max_document_chars,
-                      config.samples, config.max_chars)
+                      config.samples, config.max_chars, config.section_chars if config.split == "section" else None)
     folder = cache_root(config) / "documents" / fingerprint
     meta = ready(folder)
     if meta is None:

@@ -34,33 +34,56 @@ PARQUET_BATCH_ROWS = 256       # rows decoded at a time
 PARQUET_MAX_EXPANSION = 1000
 PARQUET_FREE_BYTES = 1 << 20
 DELIMITERS = ",;\t|"
+SECTION_BREAK_LINES = 3  # blank lines that end a scene or chapter in most plain-text books
 
 
 def read_text(info: CorpusFile, config: DataConfig) -> Iterator[tuple[str, str]]:
-    """(position, document) of a .txt/.md file: paragraphs or lines; long paragraphs cut at line ends."""
+    """(position, document) of a .txt/.md file: sections, paragraphs or lines (`config.split`);
+    a paragraph longer than max_document_chars is cut at line ends."""
     with info.path.open(encoding=info.encoding, newline=None) as fh:
         if config.split == "line":
             for n, line in enumerate(fh, 1):
                 if line.strip():
                     yield f"line {n}", line.rstrip("\n")
             return
-        lines: list[str] = []
-        size = start = 0
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                if lines:
-                    yield f"line {start}", "".join(lines).rstrip("\n")
-                    lines, size = [], 0
-                continue
-            if not lines:
-                start = n
-            lines.append(line)
-            size += len(line)
-            if size >= config.max_document_chars:
-                yield f"line {start}", "".join(lines).rstrip("\n")
+        yield from _blocks(fh, config)
+
+
+def _blocks(fh, config: DataConfig) -> Iterator[tuple[str, str]]:
+    """Paragraphs (split "paragraph") or sections (split "section"): runs of paragraphs with the
+    blank lines between them kept, cut before a paragraph once a section holds section_chars, or
+    at a break of SECTION_BREAK_LINES blank lines (a scene, a chapter) once it holds a quarter of that."""
+    sections = config.split == "section"
+    lines: list[str] = []
+    size = start = blanks = 0
+
+    def flush():
+        return f"line {start}", "".join(lines).strip("\n")
+
+    for n, line in enumerate(fh, 1):
+        if not line.strip():
+            blanks += 1
+            if lines and not sections:
+                yield flush()
                 lines, size = [], 0
-        if lines:
-            yield f"line {start}", "".join(lines).rstrip("\n")
+            continue
+        if lines and sections and blanks and (
+                size >= config.section_chars
+                or blanks >= SECTION_BREAK_LINES and size >= config.section_chars // 4):
+            yield flush()
+            lines, size = [], 0
+        if not lines:
+            start = n
+        elif blanks:
+            lines.append("\n" * blanks)
+        blanks = 0
+        lines.append(line)
+        size += len(line)
+        if size >= config.max_document_chars:
+            yield flush()
+            lines, size = [], 0
+    if lines:
+        yield flush()
 
 
 def read_records(info: CorpusFile, config: DataConfig, problems: Problems) -> Iterator[tuple[str, object]]:

@@ -12,7 +12,10 @@ def test_inspect_prints_stats(tmp_path, capsys):
     code = main(["data", "inspect", str(SAMPLES / "tang_poems_sample.jsonl"), str(SAMPLES / "shakespeare_sample.txt"),
                  "--cache-dir", str(tmp_path)])
     out = capsys.readouterr().out
-    assert code == 0 and "kind: text" in out and "documents: 2,722" in out and "sample 1:" in out
+    assert code == 0 and "kind: text" in out and "documents: 2,026" in out and "sample 1:" in out  # 2,016 poems, 10 sections
+    code = main(["data", "inspect", str(SAMPLES / "shakespeare_sample.txt"), "--split", "paragraph",
+                 "--cache-dir", str(tmp_path)])
+    assert code == 0 and "documents: 706" in capsys.readouterr().out
 
 
 def test_inspect_json_with_tokenizer(tmp_path, tokenizer_dir, capsys):

@@ -157,7 +157,8 @@ def test_utf16_with_bom_is_decoded_and_reported(tmp_path):
         assert (stats.documents, stats.characters, stats.samples) == (plain.documents, plain.characters,
                                                                        plain.samples)
     assert any("UTF-16" in w and "u16.txt" in w for w in inspect_corpus([tmp_path / "u16.txt"], config).warnings)
-    assert list(iter_texts([tmp_path / "u16.txt"])) == [POEM, "To be, or not to be."]
+    assert list(iter_texts([tmp_path / "u16.txt"])) == [POEM + "\n\nTo be, or not to be."]  # one section
+    assert list(iter_texts([tmp_path / "u16.txt"], config=DataConfig(split="paragraph"))) == [POEM, "To be, or not to be."]
 
 
 def test_hostile_names_are_refused_and_printed_safely(tmp_path, monkeypatch):

@@ -70,8 +70,9 @@ def test_real_compressed_corpora_stay_well_inside_the_limit(tmp_path):
 def test_max_chars_stops_reading_and_names_the_setting(tmp_path):
     text = tmp_path / "notes.txt"
     text.write_text("\n\n".join("x" * 500 for _ in range(100)), encoding="utf-8")
-    message = _refused_quickly(text, tmp_path, "more than 10,000 characters", max_chars=10_000)
+    message = _refused_quickly(text, tmp_path, "more than 10,000 characters", max_chars=10_000, split="paragraph")
     assert "MINIMIND_MAX_CORPUS_CHARS" in message and "line 41" in message  # where reading stopped
-    assert inspect_corpus([str(text)], DataConfig(cache_dir=str(tmp_path / "c2"), max_chars=50_000)).documents == 100
+    assert inspect_corpus([str(text)], DataConfig(cache_dir=str(tmp_path / "c2"), max_chars=50_000,
+                                                  split="paragraph")).documents == 100
     with pytest.raises(ConfigError, match="max_chars must be a positive integer"):
         DataConfig(max_chars=0)

@@ -43,7 +43,7 @@ def test_every_format_reads_the_same_documents(tmp_path):
     (tmp_path / "g.md").write_text("\n".join(DOCS) + "\n", encoding="utf-8")
     (tmp_path / "h.jsonl").write_text("\n".join(json.dumps(r) for r in records), encoding="utf-8")  # no \n at end
     for name, extra in [("a.jsonl", {}), ("b.json", {}), ("c.csv", {}), ("d.tsv", {}), ("e.parquet", {}),
-                        ("f.txt", {}), ("g.md", {"split": "line"}), ("h.jsonl", {})]:
+                        ("f.txt", {"split": "paragraph"}), ("g.md", {"split": "line"}), ("h.jsonl", {})]:
         docs = read_documents([tmp_path / name], config(tmp_path, **extra))
         assert docs.kind == "text", name
         assert docs.dataset["text"] == DOCS, name
@@ -60,12 +60,35 @@ def test_text_field_content_and_named_fields(tmp_path):
 def test_paragraph_split_and_long_paragraphs(tmp_path):
     path = tmp_path / "book.txt"
     path.write_text("Para one\nstill one\n\n\n  \nPara two\r\n\r\nthree\n", encoding="utf-8")
-    assert list(iter_texts([path])) == ["Para one\nstill one", "Para two", "three"]
+    paragraphs = DataConfig(split="paragraph")
+    assert list(iter_texts([path], config=paragraphs)) == ["Para one\nstill one", "Para two", "three"]
     long = tmp_path / "long.txt"
     long.write_text("".join(f"line {i} " + "x" * 90 + "\n" for i in range(100)), encoding="utf-8")
-    docs = read_documents([long], config(tmp_path, max_document_chars=2000))
+    docs = read_documents([long], config(tmp_path, max_document_chars=2000, split="paragraph"))
     assert docs.stats.documents == 5 and all(len(t) <= 2100 for t in docs.dataset["text"])
     assert "\n".join(docs.dataset["text"]) + "\n" == long.read_text()
+
+
+def test_sections_keep_running_text_and_cut_at_breaks(tmp_path):
+    """The default split: paragraphs stay together with the blank lines between them (a speech and the
+    one that answers it), a section ends at the paragraph that passes section_chars, or at a break of
+    three blank lines once it holds a quarter of that; nothing is lost or added but the cut blank lines."""
+    speech = "ROMEO.\nBut soft, what light through yonder window breaks?\n"
+    scene = "\n".join([speech] * 40)                      # ~2,400 characters, single blank lines inside
+    book = tmp_path / "play.txt"
+    book.write_text("\n\n\n\nSCENE I.\n\n" + scene + "\n\n\n\nSCENE II.\n\n" + scene + "\n\n" + "tail.\n",
+                    encoding="utf-8")
+    docs = read_documents([book], config(tmp_path, section_chars=4000))
+    texts = docs.dataset["text"]
+    assert [t.split("\n")[0] for t in texts] == ["SCENE I.", "SCENE II."]    # cut at the scene break
+    assert texts[0] == "SCENE I.\n\n" + scene.strip("\n")                  # blank lines kept inside
+    assert texts[1].endswith("breaks?\n\n\ntail.")  # two blank lines are no break
+    assert docs.stats.documents == 2
+    small = read_documents([book], config(tmp_path, section_chars=1000))      # a section per ~1,000 chars
+    assert all(len(t) < 1000 + 2 * len(speech) for t in small.dataset["text"])
+    assert "".join(t.replace("\n", "") for t in small.dataset["text"]) == book.read_text().replace("\n", "")
+    with pytest.raises(ConfigError, match="section_chars"):
+        DataConfig(section_chars=10)
 
 
 def test_json_array_streams_across_chunks_with_exact_lines(tmp_path):
@@ -249,7 +272,9 @@ def test_chat_texts_train_a_tokenizer(tmp_path):
 def test_shipped_samples(tmp_path, tokenizer):
     plain = inspect_corpus([SAMPLES / "tang_poems_sample.jsonl", SAMPLES / "shakespeare_sample.txt"],
                            config(tmp_path, text_field="text"))
-    assert plain.kind == "text" and plain.documents > 2500 and plain.skipped_count == 0
+    # the poems one by one, the play in sections (its scenes)
+    assert plain.kind == "text" and plain.documents > 2020 and plain.skipped_count == 0
+    assert [f.documents for f in plain.files][1] in range(8, 20)
     chat = prepare_corpus([SAMPLES / "tang_chat_sample.jsonl"], tokenizer, config(tmp_path, seq_len=256))
     assert chat.kind == "chat" and len(chat.train) > 250 and len(chat.validation) >= 10
     assert all(p.stat().st_size <= 1_000_000 for p in SAMPLES.iterdir())  # each sample at most 1 MB ...

@@ -11,7 +11,7 @@ import gradio as gr
 import pandas as pd
 
 from minimind.data import DataConfig, inspect_corpus
-from minimind.data.config import KINDS
+from minimind.data.config import KINDS, SPLITS
 from minimind.data.kinds import PARAM_FIELDS
 from minimind.data.stats import pair_sample, unit
 from minimind.errors import CorpusError
@@ -33,8 +33,8 @@ def _data_config(ctx: AppContext, folder: str, kind, text_field, split, strict, 
             raise WorkspaceError(f"the {name} must be a field name (got {shown(value)})")
     if kind not in KINDS:
         raise WorkspaceError(f"the kind must be one of {', '.join(KINDS)} (got {shown(kind)})")
-    if split not in ("paragraph", "line"):
-        raise WorkspaceError(f"split must be paragraph or line (got {shown(split)})")
+    if split not in SPLITS:
+        raise WorkspaceError(f"split must be one of {', '.join(SPLITS)} (got {shown(split)})")
     return DataConfig(kind=kind, text_field=(text_field or "").strip() or None, split=split, strict=bool(strict),
                       label_field=(label_field or "").strip() or None, max_chars=ctx.bounded.limits.corpus_chars,
                       cache_dir=str(ctx.workspace.cache), root=folder)
@@ -289,7 +289,8 @@ def build(ctx: AppContext) -> None:
             text_field = gr.Textbox(label=t("text_field"), placeholder="text")
             label_field = gr.Textbox("", label=t("label_field"), placeholder="label", info=t("label_field_info"),
                                      elem_id="corpus-label-field")
-            split = gr.Radio([(t("split_paragraph"), "paragraph"), (t("split_line"), "line")], value="paragraph", label=t("split"))
+            split = gr.Radio([(t(f"split_{s}"), s) for s in SPLITS], value="section", label=t("split"),
+                             info=t("split_info"))
             strict = gr.Checkbox(value=False, label=t("strict"))
     inspect_btn = gr.Button(t("inspect"), variant="primary", elem_id="inspect-btn")
     with gr.Row():
@@ -311,12 +312,12 @@ def build(ctx: AppContext) -> None:
 
     # the API's parameters are these handlers' own; the label field comes last, with a default: a
     # client that sends the first six still works. Files or a sample, and the text field, are optional
-    def inspect_handler(uploads=None, sample=None, kind="auto", text_field=None, split="paragraph", strict=False,
+    def inspect_handler(uploads=None, sample=None, kind="auto", text_field=None, split="section", strict=False,
                         label_field=""):
         """Read uploaded corpus files (or a bundled sample): their kind, statistics, samples and errors."""
         return inspect(ctx, uploads, sample, kind, text_field, split, strict, label_field)
 
-    def save_handler(name=None, files=None, kind="auto", text_field=None, split="paragraph", strict=False,
+    def save_handler(name=None, files=None, kind="auto", text_field=None, split="section", strict=False,
                      train_tok=False, vocab=6400, label_field=""):
         """Save the corpus inspected last (in this session) under a name."""
         return save(ctx, name, files, kind, text_field, split, strict, train_tok, vocab, label_field)
