@@ -14,12 +14,13 @@ preparation, size probes, compilation, evaluations and the final save are in it.
   (`scripts.corpora.tang_split`: 2 %, seed 1234); the tokenizer sees the training
   poems only.
 - Shakespeare: whole plays held out (`scripts.corpora.write_shakespeare_split`);
-  the trainer and the tokenizer see the other plays only.
+  the trainer and the tokenizer see the other plays only, read as `minimind train` reads a .txt
+  file by default: in sections of running text (blank lines kept; `split: section`).
 
 BPC is computed afterwards by `minimind.evaluate.evaluate_documents` on the
-held-out documents (Tang: each poem; Shakespeare: each paragraph, as the trainer
-reads the text), in windows of the training sequence length, not the trainer's
-own validation estimate.
+held-out documents (Tang: each poem; Shakespeare: each held-out play as running text, and
+beside it, as before 2026-12-05, paragraph by paragraph, each paragraph's end an EOS), in
+windows of the training sequence length, not the trainer's own validation estimate.
 
 The reference runs in the same benchmark, one after the other with the same
 threads and the same CPU allocator setting (training/allocator.py): a character-level
@@ -48,6 +49,7 @@ says its threads.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -70,16 +72,21 @@ TARGET = 0.9   # ours / reference held-out BPC
 def corpus_files(name: str) -> tuple[Path, dict, list[str], list[str]]:
     """(training file, data settings, training texts for the tokenizer, held-out documents)."""
     from minimind.data import DataConfig, iter_texts
-    from scripts.corpora import TANG, tang_split, write_shakespeare_split
+    from scripts.corpora import TANG, shakespeare_split, tang_split, write_shakespeare_split
 
     if name == "tang":
         train, held = tang_split(cache_dir=str(CACHE / "data"))
         # the trainer gets the whole file: its own 2 % split (seed 1234) is exactly `held`
         return TANG, {"text_field": "text", "val_fraction": 0.02, "seed": 1234}, train, held
     train_file, held_file = write_shakespeare_split(CACHE / "shakespeare")
-    held = list(iter_texts([str(held_file)], config=DataConfig(split="paragraph")))
-    train = list(iter_texts([str(train_file)], config=DataConfig(split="paragraph")))
-    return train_file, {"split": "paragraph"}, train, held
+    held = [body for _, body in shakespeare_split()[1]]  # each play whole: running text
+    train = list(iter_texts([str(train_file)], config=DataConfig()))  # the sections the trainer reads
+    return train_file, {}, train, held
+
+
+def paragraphs_of(held: list[str]) -> list[str]:
+    """The held-out documents paragraph by paragraph (the Shakespeare protocol until 2026-12-05)."""
+    return [p.strip("\n") for doc in held for p in doc.split("\n\n") if p.strip()]
 
 
 def tokenizer_for(name: str, texts: list[str], vocab_size: int = 6400) -> tuple[Path, float]:
@@ -87,7 +94,8 @@ def tokenizer_for(name: str, texts: list[str], vocab_size: int = 6400) -> tuple[
     (folder, seconds it took)."""
     from minimind.tokenizer import MIN_CHAR_COUNT, build_tokenizer, save_tokenizer
 
-    folder = CACHE / "tokenizers" / f"{name}-{vocab_size}-chars{MIN_CHAR_COUNT}"
+    digest = hashlib.sha1("\x00".join(texts).encode("utf-8")).hexdigest()[:8]  # the texts changed: a new one
+    folder = CACHE / "tokenizers" / f"{name}-{vocab_size}-chars{MIN_CHAR_COUNT}-{digest}"
     if (folder / "tokenizer.json").is_file():
         meta = json.loads((folder / "seconds.json").read_text())
         return folder, meta["seconds"]
@@ -135,12 +143,14 @@ def train_and_score(name: str, budget: float, overrides: list[str], tag: str = "
     tokenizer = load_tokenizer(tok_dir)
     start = time.perf_counter()
     result = evaluate_documents(model, tokenizer, held, context=resolved.data.seq_len)
+    per_paragraph = evaluate_documents(model, tokenizer, paragraphs_of(held), context=resolved.data.seq_len)
     eval_seconds = time.perf_counter() - start
     characters, _, fallback = measure(tokenizer, held)
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     speeds = [m["tokens_per_s"] for m in metrics if "tokens_per_s" in m]
     return {
-        "corpus": name, "BPC": result.bpc, "held-out characters": result.characters,
+        "corpus": name, "BPC": result.bpc, "BPC per paragraph": per_paragraph.bpc,
+        "held-out characters": result.characters,
         "parameters": sum(p.numel() for p in model.parameters()), "vocabulary": len(tokenizer),
         "byte-fallback share (held-out)": fallback / max(characters, 1),
         "settings": (f"{resolved.model.preset}, batch {resolved.batch_size} x {resolved.data.seq_len}, "
@@ -184,7 +194,8 @@ def reference_and_score(name: str, budget: float) -> dict:
     train_seconds = time.perf_counter() - start
     start = time.perf_counter()
     result = evaluate_documents(model, tokenizer, held, context=BLOCK)
-    return {"BPC": result.bpc, "held-out characters": result.characters,
+    per_paragraph = evaluate_documents(model, tokenizer, paragraphs_of(held), context=BLOCK)
+    return {"BPC": result.bpc, "BPC per paragraph": per_paragraph.bpc, "held-out characters": result.characters,
             "settings": f"char-level, 4 x 128, block 64, batch 12, lr 1e-3, {info['vocabulary']} characters",
             "steps": info["steps"], "tokens seen": info["tokens seen"], "train() wall s": train_seconds,
             "eval s": time.perf_counter() - start, "threads": torch.get_num_threads(), "device": "cpu"}
@@ -287,6 +298,9 @@ def run(quick: bool = False, budget: float | None = None, corpora: tuple = ("tan
             summary[f"{name} BPC ours / reference ({label})"] = ratio
             summary[f"{name} BPC reference ({label})"] = ref["BPC"]
             summary[f"{name} at least 10 % lower ({label})"] = ratio <= TARGET
+            if name == "shakespeare":  # the old protocol beside it: each held-out paragraph, ended by EOS
+                summary[f"{name} BPC per paragraph ours / reference ({label})"] = (
+                    ours["BPC per paragraph"] / ref["BPC per paragraph"])
     result = {"rows": rows, "summary": summary}
     if together:  # the section's thread count is each side's, not this process's
         threads = rows[0]["threads"]
