@@ -12,7 +12,10 @@ trained on, by the same code before and after:
   form when its verses match the requested form exactly; it rhymes when its even verses end
   in one rhyme class (minimind.training.rewards: pypinyin finals of modern readings, tone
   ignored, 13 classes: a proxy, not the classical rhyme books). The same rule applied to real
-  poems (the held-out sample's regulated poems) gives the rate a real poet reaches.
+  poems (the regulated poems of the held-out split) gives the rate a real poet reaches.
+- what the rewards can be gamed into, for the answers and for those real poems: the commonest
+  rhyme class's share of the rhyming ones, the classes used, distinct rhyme characters per rhyme
+  position, and the share that uses a character of its title.
 - held-out poem BPC: checkpoints/minimind-tang/heldout_sample.jsonl (poems neither the
   pretraining nor the chat set saw), minimind.evaluate.
 Since the GRPO-tuned model became the shipped MiniMind-Tang (scripts/tang_grpo.yaml), a rerun
@@ -35,7 +38,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 NAME = "grpo"
-DESCRIPTION = "GRPO from MiniMind-Tang with form + rhyme rewards: held-out form, rhyme, poem BPC, rollout speed"
+DESCRIPTION = ("GRPO from MiniMind-Tang with form + rhyme (spread over the classes) + title rewards: held-out form, "
+               "rhyme, rhyme variety, title use, poem BPC, rollout speed")
 HEADLINE = ["requested form share after", "form + rhyme share after", "poem BPC after / before",
             "rollout tokens/s engine / generate"]
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,8 +49,10 @@ HELD_OUT = ROOT / "samples" / "tang_prompts_heldout.jsonl"
 CACHE = ROOT / ".cache" / "grpo"
 MINUTES = 15.0            # the issue's budget
 ANSWERS_PER_PROMPT = 2
-REWARDS = [{"name": "form", "weight": 1.0}, {"name": "rhyme", "weight": 1.0}]
+REWARDS = [{"name": "form", "weight": 1.0}, {"name": "rhyme", "weight": 1.0}, {"name": "title", "weight": 0.5}]
 SPEED_PROMPTS, SPEED_GROUP = 8, 8
+VARIETY = ("commonest rhyme class share", "commonest rhyme class", "rhyme classes used",
+           "distinct rhyme characters per rhyme", "uses a title character")
 
 
 def held_out_prompts(limit: int | None = None) -> list[dict]:
@@ -73,21 +79,55 @@ def answer_all(model, tokenizer, prompts: list[dict]) -> list[tuple[dict, str]]:
 
 
 def form_figures(answers: list[tuple[dict, str]]) -> dict:
-    from minimind.training.rewards.poems import form_of, rhymes
+    from minimind.training.rewards.poems import form_of, rhymes, title_characters
 
     in_form = [form_of(text) == record["form"] for record, text in answers]
     both = [ok and rhymes(text) for ok, (_, text) in zip(in_form, answers)]
     return {"requested form share": sum(in_form) / len(answers), "form + rhyme share": sum(both) / len(answers),
-            "rhyme share of answers in form": sum(both) / max(sum(in_form), 1), "answers": len(answers)}
+            "rhyme share of answers in form": sum(both) / max(sum(in_form), 1), "answers": len(answers),
+            **variety([text for _, text in answers], [title_characters(r["prompt"]) for r, _ in answers])}
 
 
-def real_poems_rhyme() -> tuple[float, int]:
-    """Share of the held-out sample's regulated poems that rhyme under the same rule."""
-    from minimind.training.rewards.poems import form_of, rhymes
+def variety(texts: list[str], titles: list[set[str]]) -> dict:
+    """What a reward can be gamed into, beside the score: how the rhyming texts spread over the
+    rhyme classes (the commonest class's share of them; distinct rhyme characters per rhyme
+    position over all of them), and the share of texts that use a character of their title."""
+    from collections import Counter
 
-    poems = [json.loads(line)["text"] for line in (START / "heldout_sample.jsonl").open(encoding="utf-8")]
-    regulated = [p for p in poems if form_of(p)]
-    return sum(rhymes(p) for p in regulated) / max(len(regulated), 1), len(regulated)
+    from minimind.training.rewards.poems import han_characters, rhyme_of
+
+    found = [f for f in map(rhyme_of, texts) if f]
+    classes = Counter(name for name, _ in found)
+    common, held = classes.most_common(1)[0] if classes else ("", 0)
+    positions = sum(len(chars) for _, chars in found)
+    distinct = len(set().union(*(chars for _, chars in found))) if found else 0
+    titled = [(t, title) for t, title in zip(texts, titles) if title]
+    return {"commonest rhyme class share": held / max(len(found), 1), "commonest rhyme class": common,
+            "rhyme classes used": len(classes),
+            "distinct rhyme characters per rhyme": distinct / max(positions, 1),
+            "uses a title character": sum(bool(title & han_characters(t)) for t, title in titled)
+            / max(len(titled), 1)}
+
+
+def real_poems(limit: int | None = None) -> dict:
+    """The same figures on real held-out regulated poems: the full held-out split (2 % of the corpus,
+    ../shared/corpora) when it is at hand, else the shipped sample; their rhyme share under the
+    same rule, and the variety figures."""
+    from minimind.training.rewards.poems import form_of, han_characters, rhymes
+
+    try:
+        from scripts.corpora import TANG, tang_records, tang_split
+
+        held = set(tang_split(cache_dir=str(CACHE / "data"))[1])
+        records = [r for r in tang_records(TANG) if r["text"] in held]
+        source = "the held-out 2 % of the Tang corpus"
+    except (FileNotFoundError, OSError):
+        records = [json.loads(line) for line in (START / "heldout_sample.jsonl").open(encoding="utf-8")]
+        source = "the shipped held-out sample"
+    regulated = [r for r in records if form_of(r["text"])][:limit]
+    texts = [r["text"] for r in regulated]
+    return {"rhyme share": sum(map(rhymes, texts)) / max(len(texts), 1), "poems": len(texts), "source": source,
+            **variety(texts, [han_characters(r.get("title", "")) for r in regulated])}
 
 
 def poem_bpc(model, tokenizer) -> float:
@@ -170,9 +210,11 @@ def run(quick: bool = False, tiny: bool = False, minutes: float | None = None, a
     tokenizer = load_tokenizer_for(START)
     prompts = held_out_prompts(12 if tiny else None)
     speed = rollout_speed(load_model(START), tokenizer, prompts)
-    real_rate, real_poems = real_poems_rhyme()
+    real = real_poems()
     before = measure(load_model(START), tokenizer, prompts, "MiniMind-Tang (start)", {})
-    rows, summary = [before], {}
+    rows, summary = [before, {"model": f"real regulated poems ({real['source']})", "answers": real["poems"],
+                              "form + rhyme share": real["rhyme share"],
+                              **{k: real[k] for k in VARIETY}}], {}
     for adapter in adapters:
         status, run_dir, wall = train_grpo(seconds, adapter, list(overrides))
         resolved = TrainConfig.load(run_dir / "config.yaml")
@@ -192,10 +234,13 @@ def run(quick: bool = False, tiny: bool = False, minutes: float | None = None, a
         summary[f"requested form share after ({tag})"] = after["requested form share"]
         summary[f"form + rhyme share after ({tag})"] = after["form + rhyme share"]
         summary[f"poem BPC after / before ({tag})"] = after["poem BPC"] / before["poem BPC"]
+        summary.update({f"{k} after ({tag})": after[k] for k in VARIETY})
         summary[f"final run ({tag})"] = str(run_dir)
     summary.update({"requested form share before": before["requested form share"],
                     "form + rhyme share before": before["form + rhyme share"],
-                    "real regulated poems that rhyme (same rule)": real_rate, "real poems checked": real_poems,
+                    **{f"{k} before": before[k] for k in VARIETY},
+                    "real regulated poems that rhyme (same rule)": real["rhyme share"],
+                    "real poems checked": real["poems"], **{f"{k}, real poems": real[k] for k in VARIETY},
                     "rollout tokens/s engine": speed["engine tokens/s"],
                     "rollout tokens/s generate (one at a time)": speed["generate tokens/s"],
                     "rollout tokens/s engine / generate": speed["ratio"],

@@ -35,9 +35,10 @@ def _choose_grpo(page, expect) -> None:
     expect(grpo_box).to_be_visible()
     expect(page.locator("#train-weights")).to_contain_text("QLoRA")
     expect(page.locator("#train-beta")).to_be_hidden()  # DPO's beta, not GRPO's KL beta
-    for name in ("form", "rhyme"):
+    for name, weight in (("form", "1"), ("rhyme", "1"), ("title", "0.5")):
         expect(page.locator(f"#reward-{name}-on input")).to_be_checked()
-        expect(page.locator(f"#reward-{name}-weight input")).to_have_value("1")
+        expect(page.locator(f"#reward-{name}-weight input")).to_have_value(weight)
+    expect(page.locator("#reward-rhyme-class_share input")).to_have_value("0.3")
     expect(page.locator("#reward-no_repetition-weight")).to_be_hidden()
     page.locator("#reward-no_repetition-on input").check()
     expect(page.locator("#reward-no_repetition-weight")).to_be_visible()

@@ -52,7 +52,8 @@ def _config(ctx, corpus="prompts", mode="grpo", **objective):
 def test_the_mode_and_its_reward_boxes_come_from_the_library():
     assert "grpo" in train_form.MODES and train_form.MODES[-1] == "grpo"
     assert [k["name"] for k in grpo.REWARD_KINDS] == [k["name"] for k in describe_rewards()]
-    assert grpo.default_spec() == [{"name": "form", "weight": 1.0}, {"name": "rhyme", "weight": 1.0}]
+    assert grpo.default_spec() == [{"name": "form", "weight": 1.0}, {"name": "rhyme", "weight": 1.0},
+                                   {"name": "title", "weight": 0.5}]
     lr, steps, batch = train_form.defaults_for("grpo")
     assert lr < train_form.defaults_for("grpo", "lora")[0] and steps > 0 and batch >= 1
 

@@ -7,9 +7,9 @@ import time
 import pytest
 
 from minimind.errors import ConfigError
-from minimind.training.rewards import REWARDS, Reward, build_rewards, describe_rewards, score_answer
-from minimind.training.rewards.poems import (FORMS, form_of, requested_form, rhyme_classes, rhymes,
-                                             verses)
+from minimind.training.rewards import REWARDS, Reward, build_rewards, describe_rewards, score_answer, score_answers
+from minimind.training.rewards.poems import (FORMS, form_of, requested_form, rhyme_classes, rhyme_of, rhymes,
+                                             title_characters, verses)
 
 JINGYESI = "床前明月光，疑是地上霜。举头望明月，低头思故乡。"            # 五言绝句, 霜/乡: ang
 JINGYESI_TRAD = "床前明月光，疑是地上霜。\n舉頭望明月，低頭思故鄉。"
@@ -183,6 +183,38 @@ def test_score_answer_is_the_weighted_mean():
     assert rewards[0].weight == 3.0 and build_rewards([{"name": "rhyme"}])[0].weight == 1.0
 
 
+def test_rhyme_credit_spreads_over_the_classes_in_a_batch():
+    """One rhyme class for most of a batch (what GRPO found: 清 生 情 成 …) keeps class_share of the
+    batch's rhyming answers at full credit; a spread batch, a lone answer and class_share 1 score as
+    each answer alone."""
+    assert rhyme_of(XIYU) == ("中东", frozenset("生声明城")) and rhyme_of(JINGYESI)[0] == "江阳"
+    assert rhyme_of(SHUFFLED) is None  # no two even verses rhyme
+    rewards = build_rewards([{"name": "rhyme"}])
+    assert rewards[0].params == {"class_share": 0.3}
+    spread = [JINGYESI, CHUNXIAO, SHANJU, XIYU, BAIDI, JINGYESI_TRAD, SHUFFLED]
+    alone = [score_answer(rewards, a, "")["rhyme"] for a in spread]
+    assert [s["rhyme"] for s in score_answers(rewards, spread, [""] * 7, [None] * 7)] == alone
+    crowded = [XIYU] * 8 + [JINGYESI, CHUNXIAO]  # 8 of 10 rhyming answers in 中东: 3 allowed at full credit
+    scores = [s["rhyme"] for s in score_answers(rewards, crowded, [""] * 10, [None] * 10)]
+    assert scores[:8] == [pytest.approx(3 / 8)] * 8 and scores[8:] == [1.0, 1.0]
+    loose = build_rewards([{"name": "rhyme", "class_share": 1}])
+    assert [s["rhyme"] for s in score_answers(loose, crowded, [""] * 10, [None] * 10)] == [1.0] * 10
+    assert score_answer(rewards, XIYU, "")["rhyme"] == 1.0  # two of a class are never crowded
+
+
+def test_title_reward_counts_the_titles_characters_the_answer_uses():
+    assert title_characters("以《春夜喜雨》为题写一首五言律诗") == set("春夜喜雨")
+    assert title_characters("写一首五言律诗") == set()
+    prompt = "以《春夜喜雨》为题写一首五言律诗"
+    assert score("title", XIYU, prompt) == 1.0           # 春, 夜, 雨: two or more is full credit
+    assert score("title", JINGYESI, prompt) == 0.0       # none of them
+    assert score("title", "春眠不觉晓", prompt) == 0.5    # one of two
+    assert score("title", "春眠不觉晓", prompt, chars=1) == 1.0
+    assert score("title", "春" * 20, prompt) == 0.5       # repeating one character earns no more
+    assert score("title", JINGYESI, "写一首五言绝句") == 1.0  # no title: nothing to stay on
+    assert score("title", "月", "以《月》为题") == 1.0     # a one-character title needs that one
+
+
 def test_build_fills_defaults_and_normalizes():
     reward = build_rewards([{"name": "contains", "text": "月"}, {"name": "form", "form": "七绝"}])
     assert reward[0] == Reward("contains", 1.0, {"text": ["月"]})
@@ -193,9 +225,12 @@ def test_build_fills_defaults_and_normalizes():
 @pytest.mark.parametrize("specs, needle", [
     ([], "none configured"),
     ([{"weight": 1}], "needs a name"),
-    ([{"name": "rhymes"}], "known rewards: form, rhyme, length, regex, contains, avoid, no_repetition, format"),
+    ([{"name": "rhymes"}], "known rewards: form, rhyme, title, length, regex, contains, avoid, no_repetition, format"),
     ([{"name": "form", "chars": 5}], "its parameters: form"),
-    ([{"name": "rhyme", "form": "五绝"}], "it takes no parameters"),
+    ([{"name": "rhyme", "form": "五绝"}], "its parameters: class_share"),
+    ([{"name": "format", "form": "五绝"}], "its parameters: open, close"),
+    ([{"name": "rhyme", "class_share": 0}], "class_share must be above 0 and at most 1"),
+    ([{"name": "title", "chars": 0}], "chars must be between 1 and 10"),
     ([{"name": "length", "max_chars": "20"}], "'max_chars' must be an integer"),
     ([{"name": "length", "max_chars": 20.5}], "'max_chars' must be an integer"),
     ([{"name": "length", "min_chars": 30, "max_chars": 20}], "min_chars (30) is above max_chars (20)"),
@@ -223,7 +258,7 @@ def test_describe_rewards_for_the_page():
     described = describe_rewards()
     json.dumps(described, ensure_ascii=False)
     assert [d["name"] for d in described] == list(REWARDS) == [
-        "form", "rhyme", "length", "regex", "contains", "avoid", "no_repetition", "format"]
+        "form", "rhyme", "title", "length", "regex", "contains", "avoid", "no_repetition", "format"]
     regex = next(d for d in described if d["name"] == "regex")
     assert regex["params"][0] == {"name": "pattern", "kind": "str", "default": "", "required": True,
                                   "help": regex["params"][0]["help"]}

@@ -20,7 +20,8 @@ from ..i18n import both, t
 from ..workspace import WorkspaceError
 
 REWARD_KINDS = describe_rewards()
-DEFAULT_REWARDS = {"form": 1.0, "rhyme": 1.0}  # the Tang prompts sample asks for a form; a poem should rhyme
+# the Tang prompts sample asks for a form and names a title; a poem should rhyme (in more than one class)
+DEFAULT_REWARDS = {"form": 1.0, "rhyme": 1.0, "title": 0.5}
 # What one run may ask of the server: answers sampled per prompt, tokens per answer (work grows with
 # both), and the KL weight (beyond 1 the model could hardly move from where it started).
 BOUNDS = {"group_size": (2, 16), "max_new_tokens": (1, 256), "beta": (0.0, 1.0)}
@@ -33,7 +34,10 @@ EXAMPLE = '[{"name": "form", "weight": 1.0}, {"name": "contains", "weight": 0.5,
 # here shows the library's English): reward -> its description, (reward, parameter) -> its help
 REWARDS_ZH = {
     "form": "回答符合要求的格律诗体裁（句数和每句字数）；接近时给部分分。",
-    "rhyme": "偶数句押同一个韵（现代普通话韵母，不计声调）；大多押韵时给部分分。",
+    "rhyme": "偶数句押同一个韵（现代普通话韵母，不计声调）；大多押韵时给部分分；一批回答都押同一个韵部时少给分。",
+    "title": "回答切题：用到题目里的字；提示中没有题目时给 1.0。",
+    ("rhyme", "class_share"): "一批押韵的回答中，同一韵部最多占多少比例仍得满分（真实唐诗中最常见的韵部约占四分之一）；1 = 不限",
+    ("title", "chars"): "回答用到题目（提示中《…》里）多少个不同的字可得满分",
     "length": "回答长度在范围之内；超出范围时线性降到 0。",
     "regex": "回答中能找到一个正则表达式。",
     "contains": "回答包含的必需文本所占的比例。",

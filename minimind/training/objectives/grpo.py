@@ -25,7 +25,7 @@ import torch
 
 from ...evaluate import token_logprobs
 from ..batches import IGNORE
-from ..rewards import score_answer
+from ..rewards import score_answers
 from .rollouts import RolloutPolicy
 
 SEED_STRIDE = 1_000_003
@@ -110,7 +110,7 @@ class Grpo:
         self.policy.sync(self.base_model)
         rolled = self.policy.sample(prompts, seeds, self.g.max_new_tokens, self.g.temperature, self.g.top_k,
                                     self.g.top_p)
-        scores = [self._score(a, t, r) for a, t, r in zip(rolled.answers, texts, records)]
+        scores = score_answers(self.rewards, [self.policy.text(a) for a in rolled.answers], texts, records)
         totals = torch.tensor([s["reward"] for s in scores], dtype=torch.float32).view(-1, G)
         advantages = group_advantages(totals, self.g.scale_rewards).view(-1)
         batches, start = [], 0
@@ -124,9 +124,6 @@ class Grpo:
         metrics["answer_tokens"] = rolled.tokens / len(rolled.answers)
         metrics["rollout_tokens_per_s"] = rolled.tokens / max(rolled.seconds, 1e-9)
         return batches, metrics
-
-    def _score(self, answer: list[int], prompt: str, record: dict) -> dict:
-        return score_answer(self.rewards, self.policy.text(answer), prompt, record)
 
     def _training_batch(self, prompts: list[list[int]], answers: list[list[int]], advantages: torch.Tensor) -> dict:
         """Prompt + answer rows labelled on the answer tokens, with each row's advantage, and the
@@ -195,7 +192,7 @@ class Grpo:
         rolled = self.policy.sample(prompts, seeds, self.g.max_new_tokens, self.g.temperature, self.g.top_k,
                                     self.g.top_p)
         answers = [self.policy.text(a) for a in rolled.answers]
-        scores = [score_answer(self.rewards, a, t, r) for a, t, r in zip(answers, texts, records)]
+        scores = score_answers(self.rewards, answers, texts, records)
         self.samples = [{"prompt": t, "answer": a, "reward": s["reward"],
                          "rewards": {k: v for k, v in s.items() if k != "reward"}}
                         for t, a, s in zip(texts[:self.g.eval_samples], answers, scores)]

@@ -2,6 +2,8 @@
 fn(answer, prompt, record, **params) -> float in [0, 1]. See registry.py for the config shape,
 poetry.py and text.py for each reward's scoring rule, poems.py for the poem helpers."""
 
-from .registry import REWARDS, Param, Reward, RewardKind, build_rewards, describe_rewards, score_answer
+from .registry import (REWARDS, Param, Reward, RewardKind, build_rewards, describe_rewards, score_answer,
+                       score_answers)
 
-__all__ = ["REWARDS", "Param", "Reward", "RewardKind", "build_rewards", "describe_rewards", "score_answer"]
+__all__ = ["REWARDS", "Param", "Reward", "RewardKind", "build_rewards", "describe_rewards", "score_answer",
+           "score_answers"]

@@ -96,16 +96,46 @@ def _last_han(verse: str) -> str:
     return found[-1] if found else ""
 
 
-def even_rhyme(text: str) -> tuple[int, int]:
-    """(largest number of even verses ending in DIFFERENT characters of one rhyme class, even
-    verses). A rhyme character used again counts once: poets avoid it (重韵), and a policy
-    rewarded for rhyme otherwise learns to end every even verse with 人."""
+def _rhyme_members(text: str) -> tuple[dict[str, set[str]], int]:
+    """({rhyme class: the different even-verse endings in it}, even verses)."""
     endings = [_last_han(v) for v in verses(text)[1::2]]
     members: dict[str, set[str]] = {}
     for char in endings:
         for name in rhyme_classes(char) if char else ():
             members.setdefault(name, set()).add(char)
-    return max((len(chars) for chars in members.values()), default=0), len(endings)
+    return members, len(endings)
+
+
+def even_rhyme(text: str) -> tuple[int, int]:
+    """(largest number of even verses ending in DIFFERENT characters of one rhyme class, even
+    verses). A rhyme character used again counts once: poets avoid it (重韵), and a policy
+    rewarded for rhyme otherwise learns to end every even verse with 人."""
+    members, n_even = _rhyme_members(text)
+    return max((len(chars) for chars in members.values()), default=0), n_even
+
+
+def rhyme_of(text: str) -> tuple[str, frozenset[str]] | None:
+    """(the class most even verses rhyme in, its rhyme characters) when at least two even verses
+    rhyme (ties: the class named first in RHYME_CLASSES); else None."""
+    members, _ = _rhyme_members(text)
+    order = list(RHYME_CLASSES)
+    ranked = sorted(members.items(), key=lambda item: (-len(item[1]), order.index(item[0])))
+    if not ranked or len(ranked[0][1]) < 2:
+        return None
+    return ranked[0][0], frozenset(ranked[0][1])
+
+
+_TITLE = re.compile(r"《([^《》]{1,60})》")
+
+
+def title_characters(prompt: str) -> set[str]:
+    """The Han characters of the title a request names in 《》 (以《春夜》为题…), empty when none."""
+    match = _TITLE.search(prompt)
+    return set(_HAN.findall(match.group(1))) if match else set()
+
+
+def han_characters(text: str) -> set[str]:
+    return set(_HAN.findall(text))
 
 
 def rhymes(text: str) -> bool:

@@ -16,6 +16,8 @@ import minimind.training.rewards.pattern as pattern
 import minimind.training.rewards.poetry as poetry
 import minimind.training.rewards.text as text
 
+RHYME_CLASS_SHARE = 0.3  # the rhyme reward's default class_share (see poetry.spread_rhymes)
+
 
 @dataclass(frozen=True)
 class Param:
@@ -33,6 +35,8 @@ class RewardKind:
     params: tuple[Param, ...]
     description: str  # one line for the page
     prepare: Callable[[dict], dict] | None = None  # params -> what fn also takes, built when it first scores
+    spread: Callable | None = None  # spread(answers, scores, **params) -> scores: what a batch of answers
+                                    # scored together changes (one rhyme class for every answer)
 
 
 REWARDS: dict[str, RewardKind] = {kind.name: kind for kind in (
@@ -40,8 +44,16 @@ REWARDS: dict[str, RewardKind] = {kind.name: kind for kind in (
         Param("form", str, "", "五言绝句 / 七言绝句 / 五言律诗 / 七言律诗 (or 五绝 …); empty: the "
                                "record's form field, else the form named in the prompt"),),
         "The answer has the requested regulated-poem form (verse count and length); partial credit when close."),
-    RewardKind("rhyme", poetry.rhyme, (),
-               "The even verses end in one rhyme (modern Mandarin finals, tone ignored); partial credit when most do."),
+    RewardKind("rhyme", poetry.rhyme, (
+        Param("class_share", float, RHYME_CLASS_SHARE,
+              "the most of a batch's rhyming answers one rhyme class earns full credit for (real Tang poems: "
+              "the commonest class about a quarter); 1 = no limit"),),
+        "The even verses end in one rhyme (modern Mandarin finals, tone ignored); partial credit when most do; "
+        "less credit where one rhyme class takes over a batch.", spread=poetry.spread_rhymes),
+    RewardKind("title", poetry.on_title, (
+        Param("chars", int, 2, "different characters of the title (《…》 in the prompt) the answer uses for "
+                               "full credit"),),
+        "The answer stays on the requested title: it uses characters of it; 1.0 when no title is named."),
     RewardKind("length", text.length, (
         Param("min_chars", int, 0, "fewest characters, whitespace not counted (0 = no bound)"),
         Param("max_chars", int, 0, "most characters (0 = no bound)"),
@@ -69,7 +81,8 @@ REWARDS: dict[str, RewardKind] = {kind.name: kind for kind in (
 )}
 
 _CHECKS: dict[str, Callable[[dict], dict]] = {
-    "form": poetry.check_form, "length": text.check_length, "regex": text.check_regex,
+    "form": poetry.check_form, "rhyme": poetry.check_rhyme, "title": poetry.check_title,
+    "length": text.check_length, "regex": text.check_regex,
     "contains": lambda params: text.check_texts("contains", params),
     "avoid": lambda params: text.check_texts("avoid", params),
     "no_repetition": text.check_no_repetition, "format": text.check_wrapped,
@@ -167,9 +180,22 @@ def build_rewards(specs: list[dict]) -> list[Reward]:
 
 def score_answer(rewards: list[Reward], answer: str, prompt: str, record: dict | None = None) -> dict[str, float]:
     """Each reward's score by name, plus "reward": the weighted mean, so it stays in [0, 1]."""
-    scores = {r.name: r(answer, prompt, record) for r in rewards}
+    return score_answers(rewards, [answer], [prompt], [record])[0]
+
+
+def score_answers(rewards: list[Reward], answers: list[str], prompts: list[str],
+                  records: list[dict | None]) -> list[dict[str, float]]:
+    """`score_answer` for answers scored together (a GRPO step's rollouts, an evaluation): a reward
+    whose kind has `spread` then sees the whole batch."""
+    scores = [{r.name: r(a, p, rec) for r in rewards} for a, p, rec in zip(answers, prompts, records)]
+    for r in rewards:
+        spread = REWARDS[r.name].spread
+        if spread is not None and scores:
+            for row, value in zip(scores, spread(answers, [row[r.name] for row in scores], **r.params)):
+                row[r.name] = min(1.0, max(0.0, float(value)))
     total_weight = sum(r.weight for r in rewards)
-    scores["reward"] = sum(r.weight * scores[r.name] for r in rewards) / total_weight
+    for row in scores:
+        row["reward"] = sum(r.weight * row[r.name] for r in rewards) / total_weight
     return scores
 
 
