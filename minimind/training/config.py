@@ -103,7 +103,8 @@ class GrpoSection:
     temperature: float = 1.0             # rollout sampling (1.0 with no top-k/top-p samples the policy itself)
     top_k: int = 0
     top_p: float = 1.0
-    beta: float = 0.04                   # weight of the KL penalty to the starting model (0 = none, no reference)
+    beta: float = 0.1                    # weight of the KL penalty to the starting model (0 = none, no reference);
+                                         # 0.04 let a 15-min round drift +5.8 % in held-out BPC, 0.1 +2.6 %
     clip: float = 0.2                    # policy-ratio clipping epsilon
     updates: int = 2                     # optimisation passes over each batch of rollouts
     scale_rewards: bool = True           # divide advantages by the group's reward std (false: Dr. GRPO)

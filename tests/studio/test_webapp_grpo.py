@@ -219,7 +219,7 @@ def test_the_page_api_serves_rollouts_and_refuses_a_bad_reward(tmp_path):
         api = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
         params = api["/start_training"]["parameters"]
         assert len(params) == START_INPUTS and all(p["parameter_has_default"] for p in params[12:])
-        assert [p["parameter_default"] for p in params[17:21]] == [grpo.default_spec(), 8, 0.04, 96]
+        assert [p["parameter_default"] for p in params[17:21]] == [grpo.default_spec(), 8, 0.1, 96]
         assert "/watch_rollouts" in api
 
         bad = [{"name": "regex", "weight": 1, "pattern": "(unclosed"}]
