@@ -78,7 +78,7 @@ def test_a_grpo_run_from_the_page(tmp_path, studio_page):
 
     plot = page.locator("#objective-plot")
     expect(plot).to_be_visible(timeout=90_000)
-    for series in ("reward_form", "reward_rhyme", "reward_no_repetition", "kl", "val_reward"):
+    for series in ("reward_form", "reward_rhyme", "reward_title", "reward_no_repetition", "kl", "val_reward"):
         expect(plot).to_contain_text(series)
     table = page.locator("#rollouts-table")
     expect(table).to_be_visible(timeout=90_000)
@@ -90,7 +90,7 @@ def test_a_grpo_run_from_the_page(tmp_path, studio_page):
     run = RunDir(next((tmp_path / "workspace" / "runs").iterdir()))
     config = yaml.safe_load(run.config_file.read_text(encoding="utf-8"))
     assert config["grpo"]["rewards"] == [{"name": "form", "weight": 1.0}, {"name": "rhyme", "weight": 1.0},
-                                         {"name": "no_repetition", "weight": 0.5}]
+                                         {"name": "title", "weight": 0.5}, {"name": "no_repetition", "weight": 0.5}]
     assert (config["grpo"]["group_size"], config["grpo"]["max_new_tokens"]) == (4, 32)
     assert run.read_samples() and all(s["step"] == 3 for s in run.read_samples())
     studio_page.screenshot("tab-train-grpo")
