@@ -32,22 +32,24 @@ import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from minimind.checkpoint import load_model, load_tokenizer_for
-from minimind.data import DataConfig, iter_texts
+from minimind.data import iter_texts
 from minimind.evaluate import evaluate_documents
 from minimind.generation import chat, complete
 from minimind.sampling_params import SamplingParams
 from minimind.training import RunDir
-from scripts.corpora import TANG, tang_records, tang_split
+from scripts.corpora import TANG, shakespeare_split, tang_records, tang_split
 from minimind.training.rewards.poems import form_of, rhymes
 
 # the corpus's Hub license id and its license file (copied beside the weights); LICENSE.shakespeare's
 # texts are CC-BY 2.5 (its code, which the model never saw, MIT)
 CORPUS_LICENSE = {"tang": ("mit", "LICENSE.chinese-poetry"), "shakespeare": ("cc-by-2.5", "LICENSE.shakespeare")}
 SAMPLE_PARAMS = dict(temperature=0.8, top_p=0.9, top_k=40, repetition_penalty=1.1, max_new_tokens=96)
+SHAKESPEARE_TOKENS = 160  # a continuation long enough to show the next speech
 EVAL_CONTEXT = 256
 TANG_PROMPTS = ["以《春夜》为题写一首五言绝句", "写一首李白风格的诗", "续写：床前明月光",
                 "以《秋思》为题写一首七言绝句", "模仿杜甫写一首五言律诗"]
-SHAKESPEARE_PROMPTS = ["ROMEO:", "JULIET.\n", "HAMLET.\nTo be, or not to be", "KING.\n"]
+SHAKESPEARE_PROMPTS = ["ROMEO:", "JULIET.\n", "HAMLET.\nTo be, or not to be", "KING.\n",
+                       "MIRANDA.\nIf by your art, my dearest father, you have\n"]
 
 
 def save_bf16(model_dir: Path, out: Path) -> None:
@@ -87,24 +89,26 @@ def heldout_sample(kind: str, out: Path) -> tuple[Path, list[str], list[str]]:
                                            ensure_ascii=False) + "\n" for t in sample), encoding="utf-8")
         shutil.copyfile(TANG.parent / CORPUS_LICENSE["tang"][1], out / CORPUS_LICENSE["tang"][1])
         return path, sample, held
-    held_file = Path("work/shakespeare/heldout.txt")
-    held = list(iter_texts([str(held_file)], config=DataConfig(split="paragraph")))
-    sample, chars = [], 0
-    for doc in held:
+    held = [body for _, body in shakespeare_split()[1]]  # each held-out play whole: running text
+    paragraphs, chars = [], 0
+    for paragraph in held[0].split("\n\n"):  # the first held-out play's opening, to a paragraph end
         if chars > 20_000:
             break
-        sample.append(doc)
-        chars += len(doc)
+        paragraphs.append(paragraph)
+        chars += len(paragraph) + 2
     path = out / "heldout_sample.txt"
-    path.write_text("\n\n".join(sample) + "\n", encoding="utf-8")
+    path.write_text("\n\n".join(paragraphs).strip("\n") + "\n", encoding="utf-8")
+    sample = sample_documents(path)
     shutil.copyfile(TANG.parent / CORPUS_LICENSE["shakespeare"][1], out / CORPUS_LICENSE["shakespeare"][1])
     return path, sample, held
 
 
 def sample_documents(path: Path) -> list[str]:
-    """The shipped held-out slice read back exactly as the test reads it."""
-    split = DataConfig(split="paragraph")
-    return list(iter_texts([str(path)], text_field="text" if path.suffix == ".jsonl" else None, config=split))
+    """The shipped held-out slice read back exactly as the test reads it: a poem a document, or
+    the play's opening as one document of running text (as the model is trained and scored)."""
+    if path.suffix == ".txt":
+        return [path.read_text(encoding="utf-8").strip("\n")]
+    return list(iter_texts([str(path)], text_field="text"))
 
 
 # how the card names a run's optimizer (config.yaml's resolved optim.name)
@@ -268,7 +272,7 @@ def main() -> None:
             before = {"right": b_right, "rhymed": b_rhymed,
                       "bpc": evaluate_documents(*earlier, held, context=EVAL_CONTEXT).bpc}
     else:
-        samples = [(p, complete(model, tokenizer, p, SamplingParams(**{**SAMPLE_PARAMS, "max_new_tokens": 80},
+        samples = [(p, complete(model, tokenizer, p, SamplingParams(**{**SAMPLE_PARAMS, "max_new_tokens": SHAKESPEARE_TOKENS},
                                                                      seed=i)).read())
                    for i, p in enumerate(SHAKESPEARE_PROMPTS)]
         right = rhymed = total = None
@@ -319,7 +323,9 @@ def render_card(kind, args, config, params, size_mb, vocab, full, fast, sample_n
     else:
         lines += ["`shakespeare.txt`: 40 plays and poems from Project Gutenberg (public-domain text; packaging "
                   "CC-BY 2.5, Open Knowledge Foundation, see LICENSE.shakespeare). Held out entirely: "
-                  "Cymbeline, Julius Caesar, The Passionate Pilgrim, Titus Andronicus.", ""]
+                  "Cymbeline, Julius Caesar, The Passionate Pilgrim, Titus Andronicus. The training plays are read "
+                  "as running text (`split: section`: speeches with the blank lines between them, in sections "
+                  "of up to 16,000 characters cut at scene breaks), so the model writes the next speech too.", ""]
     lines += ["## Training", ""]
     if kept:
         lines += [kept, ""]
@@ -347,7 +353,9 @@ def render_card(kind, args, config, params, size_mb, vocab, full, fast, sample_n
             lines.append("")
     lines += ["## Held-out quality", "",
               f"Measured on the shipped bf16 weights (loaded as float32), documents scored in windows of "
-              f"{EVAL_CONTEXT} tokens, BPC = total NLL in bits ÷ characters.", "",
+              f"{EVAL_CONTEXT} tokens, BPC = total NLL in bits ÷ characters"
+              + ("." if tang else "; each held-out play is one document of running text, blank lines "
+                                  "included.") + "", "",
               "| text | characters | loss (nats/token) | perplexity | bits per character |", "|---|---|---|---|---|",
               f"| all held-out {'poems' if tang else 'plays'} | {full.characters:,} | {full.loss:.4f} | "
               f"{full.perplexity:.2f} | **{full.bpc:.4f}** |",
@@ -366,7 +374,8 @@ def render_card(kind, args, config, params, size_mb, vocab, full, fast, sample_n
                       f"| after | {right}/{total} | {rhymed}/{total} | {full.bpc:.4f} |", "",
                       "On 200 held-out title prompts × 2 answers: `python -m minimind bench --only grpo` "
                       "(benchmarks/RESULTS.md).", ""]
-    settings = ", ".join(f"{k}={v}" for k, v in SAMPLE_PARAMS.items())
+    shown = SAMPLE_PARAMS if tang else {**SAMPLE_PARAMS, "max_new_tokens": SHAKESPEARE_TOKENS}
+    settings = ", ".join(f"{k}={v}" for k, v in shown.items())
     lines += ["## Samples", "", f"Sampling: {settings}, seed = prompt index.", ""]
     for prompt, answer in samples:
         lines += [f"**{prompt.strip()}**", "", "```", answer.strip() or "(empty)", "```", ""]
