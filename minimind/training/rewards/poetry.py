@@ -59,22 +59,18 @@ def check_form(params: dict) -> dict:
     return {"form": normalize_form(params["form"]) if params["form"] else ""}
 
 
-def even_rhyme_score(answer: str) -> float:
+def rhyme(answer: str, prompt: str, record: dict, class_share: float = 1.0) -> float:
     """1.0 when the last characters of all even verses (2nd, 4th, …) share a 十三辙 rhyme class
     (any reading, tone ignored; a modern proxy, see poems.py). Otherwise
     0.5 * (best - 1) / (even - 1), where best is the most even verses sharing one class: half
-    credit at most, and 0 when no two even verses rhyme or there are fewer than two."""
+    credit at most, and 0 when no two even verses rhyme or there are fewer than two. `class_share`
+    acts across a batch of answers (`spread_rhymes`), not here."""
     best, n_even = even_rhyme(answer)
     if n_even < 2:
         return 0.0
     if best == n_even:
         return 1.0
     return 0.5 * max(best - 1, 0) / (n_even - 1)
-
-
-def rhyme(answer: str, prompt: str, record: dict, class_share: float = 1.0) -> float:
-    """See `even_rhyme_score`; `class_share` acts across a batch (`spread_rhymes`)."""
-    return even_rhyme_score(answer)
 
 
 def spread_rhymes(answers: list[str], scores: list[float], class_share: float = 1.0) -> list[float]:
