@@ -73,7 +73,14 @@ def test_a_grpo_run_from_the_page(tmp_path, studio_page):
     page.locator("#reward-regex-on input").uncheck()
 
     studio_page.start_run()
-    expect(page.locator("#train-progress")).to_contain_text("finished: step 3/3", timeout=120_000)
+    try:
+        expect(page.locator("#train-progress")).to_contain_text("finished: step 3/3", timeout=120_000)
+    except AssertionError as error:  # what the page showed beside what the run itself wrote (a stalled page
+        runs = list((tmp_path / "workspace" / "runs").iterdir())  # once showed step 1/3 of a finished run)
+        told = [(r / name).read_text()[-3000:] for r in runs for name in ("status.json", "train.log")
+                if (r / name).is_file()]
+        raise AssertionError(f"{error}\npage: {page.locator('#train-progress').inner_text()!r}\n"
+                             + "\n".join(told)) from error
     expect(page.locator("#train-facts")).to_contain_text(re.compile(r"Held-out reward:\*?\*? ?\d\.\d{3}"))
 
     plot = page.locator("#objective-plot")
