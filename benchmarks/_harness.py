@@ -145,9 +145,10 @@ def standalone(run: Callable[..., dict], description: str) -> None:
     print_result(run(args.quick, args.tiny))
 
 
-def fine_tune_main(run, doc: str, minutes_help: str, adapters: str) -> None:
+def fine_tune_main(run, doc: str, minutes_help: str, adapters: str, options: dict | None = None) -> None:
     """The command line of a benchmark that fine-tunes the shipped model for a budget (dpo, grpo):
-    --quick / --tiny, the budget, the weights that train, and TrainConfig overrides for sweeps."""
+    --quick / --tiny, the budget, the weights that train, and TrainConfig overrides for sweeps;
+    `options` {name: argparse keywords} adds a benchmark's own, passed to `run` by name."""
     import argparse
 
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -157,6 +158,9 @@ def fine_tune_main(run, doc: str, minutes_help: str, adapters: str) -> None:
     parser.add_argument("--adapters", default=adapters, help="full and/or lora, comma-separated")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="TrainConfig override, as for `minimind train --set` (for sweeps)")
+    for name, keywords in (options or {}).items():
+        parser.add_argument(f"--{name}", **keywords)
     args = parser.parse_args()
     chosen = tuple("" if a == "full" else a for a in args.adapters.split(","))
-    print_result(run(args.quick, args.tiny, args.minutes, chosen, tuple(args.overrides)))
+    own = {name: getattr(args, name) for name in options or {}}
+    print_result(run(args.quick, args.tiny, args.minutes, chosen, tuple(args.overrides), **own))

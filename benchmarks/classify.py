@@ -1,8 +1,10 @@
 """Classification, measured on a real task: who wrote this Tang poem? MiniMind-Tang fine-tuned as a
 classifier (LoRA and full) against a TF-IDF + logistic-regression baseline, same split, same scorer.
 
-The task: the poems of the five most prolific named poets of the Tang corpus
-(../shared/corpora/tang_poems.jsonl, POETS; "不詳", unknown, is not a poet and is skipped).
+Two tasks (TASKS), each its own split, fine-tunes and baseline: the poems of the five most prolific
+named poets of the Tang corpus (../shared/corpora/tang_poems.jsonl, POETS; "不詳", unknown, is not a
+poet and is skipped), and of three of the best known (李白, 杜甫, 白居易: an outside check of issue 46
+used three poets it did not name).
 Texts that occur more than once among these poems are dropped (a copy on each side of the split
 would be a poem trained on and held out at once). The split is by poem, stratified by poet,
 seed SEED: HELD_OUT of each poet's poems are held out and never trained on, by any of the three.
@@ -24,15 +26,16 @@ All three are scored by one evaluator (`score`): the confusion matrix of minimin
 objective and its accuracy / macro-F1 (the figures a classify run logs), checked against
 scikit-learn's. Train s is the wall time of train() / fit (CPU s: process CPU time over the same
 span, all threads); predict s covers every held-out poem. Target (issue 18): our fine-tune's
-macro-F1 >= the baseline's.
+macro-F1 >= the baseline's; issue 46: by at least 3 points on both tasks.
 
-Budget: 4 minutes per fine-tune keeps the benchmark near 10 minutes at 2 threads (two runs,
-two prediction passes, a baseline of seconds); `--quick` gives each run 1 minute; `--tiny`
-(a smoke run) 2 poets, 150 poems each, 10 seconds.
+Budget: 4 minutes per fine-tune, so the benchmark takes about 20 minutes at 2 threads (two runs a
+task, their prediction passes, baselines of seconds); `--tasks "5 poets"` runs one task, `--quick`
+gives each run 1 minute; `--tiny` (a smoke run) 2 poets, 150 poems each, 10 seconds.
 
   python -m minimind bench --only classify
   python -m benchmarks.classify --tiny
   python -m benchmarks.classify --adapters full --set optim.lr=5e-4      # a sweep (benchmarks/NOTES.md)
+  python -m benchmarks.classify --adapters full --tasks "3 poets" --set classify.pooling=mean
 """
 
 from __future__ import annotations
@@ -44,9 +47,10 @@ import time
 from pathlib import Path
 
 NAME = "classify"
-DESCRIPTION = "Tang author attribution (5 poets): fine-tuned MiniMind-Tang (LoRA, full) vs TF-IDF + logistic regression"
-HEADLINE = ["macro-F1 ours LoRA", "macro-F1 ours full", "macro-F1 TF-IDF baseline",
-            "ours LoRA >= baseline macro-F1", "ours full >= baseline macro-F1"]
+DESCRIPTION = "Tang author attribution (5 poets, 3 poets): fine-tuned MiniMind-Tang (LoRA, full) vs TF-IDF + logistic regression"
+HEADLINE = [f"{task}: {figure}" for task in ("5 poets", "3 poets")
+            for figure in ("macro-F1 ours full", "macro-F1 ours LoRA", "macro-F1 TF-IDF baseline",
+                           "ours full - baseline macro-F1 (points)")]
 ROOT = Path(__file__).resolve().parents[1]
 START = ROOT / "checkpoints" / "minimind-tang"
 CACHE = ROOT / ".cache" / "classify"
@@ -59,6 +63,9 @@ BUDGET_S = 240.0         # each fine-tune's time_budget_s (quick: QUICK_BUDGET_S
 QUICK_BUDGET_S = 60.0
 TINY_BUDGET_S = 10.0
 TINY_POETS, TINY_POEMS = 2, 150  # tiny: the first 2 poets, 150 poems of each
+# The tasks: the suite's five poets, and three of the best known (an outside check of the issue that
+# asked for 3 points over the baseline on both named no poets; these are our reading of it)
+TASKS = {"5 poets": POETS, "3 poets": ("李白", "杜甫", "白居易")}
 
 
 def poems(poets=POETS, per_poet: int | None = None) -> dict[str, list[str]]:
@@ -189,43 +196,55 @@ def baseline(train_rows, held, classes: list[str]) -> dict:
 
 
 def run(quick: bool = False, tiny: bool = False, minutes: float | None = None, adapters=("lora", ""),
-        overrides=()) -> dict:
-    """`adapters`: "lora" and/or "" (full fine-tune), as for the other fine-tune benchmarks."""
+        overrides=(), tasks: str | None = None) -> dict:
+    """`adapters`: "lora" and/or "" (full fine-tune), as for the other fine-tune benchmarks; `tasks`:
+    names of TASKS, comma-separated (default all; --tiny: one tiny task of its own)."""
     import torch
 
-    poets = POETS[:TINY_POETS] if tiny else POETS
+    chosen = {"tiny": POETS[:TINY_POETS]} if tiny else {
+        name: TASKS[name] for name in (tasks.split(",") if tasks else TASKS)}
+    seconds = 60 * minutes if minutes else TINY_BUDGET_S if tiny else QUICK_BUDGET_S if quick else BUDGET_S
+    rows, summary = [], {}
+    for name, poets in chosen.items():
+        task_rows, task_summary = run_task(name, poets, tiny, seconds, adapters, overrides)
+        rows += task_rows
+        summary.update(task_summary)
+    summary.update({"budget s (each fine-tune)": seconds, "threads": torch.get_num_threads()})
+    return {"rows": rows, "summary": summary}
+
+
+def run_task(name: str, poets, tiny: bool, seconds: float, adapters, overrides) -> tuple[list[dict], dict]:
+    """(the rows, the summary) of one task: who among `poets` wrote each held-out poem."""
     by_poet = poems(poets, TINY_POEMS if tiny else None)
     classes = sorted(by_poet)
     train_rows, held = split(by_poet)
     corpus = write_corpus(train_rows, CACHE / "train.jsonl")
-    seconds = 60 * minutes if minutes else TINY_BUDGET_S if tiny else QUICK_BUDGET_S if quick else BUDGET_S
     tuned = {a: fine_tune(a or "sft", corpus, seconds, held, classes, overrides) for a in adapters}
     base = baseline(train_rows, held, classes)
     rows = [*tuned.values(), base]
-    if set(adapters) != {"lora", ""}:  # a sweep: the table alone
-        return {"rows": rows, "summary": {"budget s (each fine-tune)": seconds, "threads": torch.get_num_threads()}}
-    lora, full = tuned["lora"], tuned[""]
+    summary = {f"{name}: macro-F1 TF-IDF baseline": base["macro-F1"]}
+    for adapter, row in tuned.items():
+        label = "LoRA" if adapter == "lora" else "full"
+        summary[f"{name}: macro-F1 ours {label}"] = row["macro-F1"]
+        summary[f"{name}: ours {label} - baseline macro-F1 (points)"] = round(100 * (row["macro-F1"] - base["macro-F1"]), 1)
     counts = {p: len(t) for p, t in by_poet.items()}
-    summary = {"macro-F1 ours LoRA": lora["macro-F1"], "macro-F1 ours full": full["macro-F1"],
-               "macro-F1 TF-IDF baseline": base["macro-F1"],
-               "ours LoRA >= baseline macro-F1": lora["macro-F1"] >= base["macro-F1"],
-               "ours full >= baseline macro-F1": full["macro-F1"] >= base["macro-F1"],
-               "accuracy ours LoRA": lora["accuracy"], "accuracy ours full": full["accuracy"],
-               "accuracy TF-IDF baseline": base["accuracy"],
-               "majority-class accuracy": max(sum(label == c for _, label in held) for c in classes) / len(held),
-               "poets (poems kept)": ", ".join(f"{p} {counts[p]}" for p in poets),
-               "train poems": len(train_rows), "held-out poems": len(held),
-               "confusion classes (rows true, columns predicted)": ", ".join(classes),
-               "budget s (each fine-tune)": seconds, "threads": torch.get_num_threads()}
+    summary.update({f"{name}: accuracy {row['model']}": row["accuracy"] for row in rows})
+    summary.update({
+        f"{name}: majority-class accuracy": max(sum(label == c for _, label in held) for c in classes) / len(held),
+        f"{name}: poets (poems kept)": ", ".join(f"{p} {counts[p]}" for p in poets),
+        f"{name}: train / held-out poems": f"{len(train_rows)} / {len(held)}",
+        f"{name}: confusion classes (rows true, columns predicted)": ", ".join(classes)})
     for row in rows:  # the matrices go to the summary (the table keeps one line a model)
-        summary[f"confusion {row['model']}"] = json.dumps(row.pop("confusion"))
-    return {"rows": rows, "summary": summary}
+        summary[f"{name}: confusion {row['model']}"] = json.dumps(row.pop("confusion"))
+        row["model"] = f"{name}: {row['model']}"
+    return rows, summary
 
 
 def main() -> None:
     from benchmarks._harness import fine_tune_main
 
-    fine_tune_main(run, __doc__, "budget of each fine-tune (default 4; 1 with --quick)", "lora,full")
+    fine_tune_main(run, __doc__, "budget of each fine-tune (default 4; 1 with --quick)", "lora,full",
+                   {"tasks": {"help": f"which tasks, comma-separated (default all: {', '.join(TASKS)})"}})
 
 
 if __name__ == "__main__":

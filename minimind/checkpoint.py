@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from .classifier import ADAPTER_LABELS, CLASSIFIER_ARCHITECTURE, classifier_from
+from .config import CLASSIFIER_POOLINGS
 from .errors import CheckpointError
 from .tokenizer import load_tokenizer
 
@@ -114,11 +115,15 @@ def _classifier_base(model, adapter: str | Path):
     adapter (its head is then replaced by the adapter's trained copy)."""
     labels_file = Path(adapter) / ADAPTER_LABELS
     try:
-        classes = json.loads(labels_file.read_text(encoding="utf-8"))["classes"]
-    except (OSError, ValueError, KeyError, TypeError) as err:
+        saved = json.loads(labels_file.read_text(encoding="utf-8"))
+        classes, pooling = saved["classes"], saved.get("pooling", "last")  # (adapters from before pooling: last)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise CheckpointError(f"{adapter}: a classifier adapter needs {ADAPTER_LABELS} naming its classes "
                               f"({err})") from None
-    return classifier_from(model, classes)
+    if pooling not in CLASSIFIER_POOLINGS:
+        raise CheckpointError(f"{adapter}: {ADAPTER_LABELS} names pooling {pooling!r}; one of "
+                              f"{', '.join(CLASSIFIER_POOLINGS)} was expected")
+    return classifier_from(model, classes, pooling=pooling)
 
 
 def _fit_vocabulary(model, adapter: str | Path) -> None:

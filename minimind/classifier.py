@@ -8,8 +8,9 @@ does), and `predict`, which gives label probabilities for texts.
     predict(model, tokenizer, ["床前明月光"])  # -> [{"李白": 0.7, "杜甫": 0.3}]
 
 A causal model is causal: the last token is the only one that has read the whole text, so it is
-the one pooled. Rows may be padded on either side; `attention_mask` says where the real tokens
-are (without one, every token is real). The labels live in the config (`id2label`, `label2id`,
+the one pooled by default (`classifier_pooling: last`); `mean` pools the mean of every real
+token's hidden state instead, each having read the text up to itself. Rows may be padded on
+either side; `attention_mask` says where the real tokens are (without one, every token is real). The labels live in the config (`id2label`, `label2id`,
 `num_labels`, standard PretrainedConfig fields), so a saved classifier folder names its classes
 and `AutoModelForSequenceClassification` opens it once `import minimind` has run.
 """
@@ -32,7 +33,7 @@ ADAPTER_LABELS = "labels.json"  # beside a classifier's LoRA adapter: {"classes"
 
 
 class MiniMindForSequenceClassification(MiniMindPreTrainedModel):
-    """Decoder + `score` (hidden_size -> num_labels, no bias) on the last non-padding token.
+    """Decoder + `score` (hidden_size -> num_labels, no bias) on the pooled hidden states (`pooled`).
 
     `labels` (B,) class ids give the mean cross-entropy, weighted per class by `class_weights`
     when given (a tensor of num_labels weights, e.g. balanced: n / (k * count))."""
@@ -53,14 +54,25 @@ class MiniMindForSequenceClassification(MiniMindPreTrainedModel):
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, inputs_embeds=None, labels=None,
                 class_weights: torch.Tensor | None = None, **kwargs) -> SequenceClassifierOutputWithPast:
         hidden, _, aux = self.model(input_ids, attention_mask, position_ids, None, inputs_embeds, False)
-        pooled = hidden[torch.arange(hidden.shape[0], device=hidden.device), last_token_index(attention_mask, hidden)]
-        logits = self.score(pooled)
+        logits = self.score(pooled(hidden, attention_mask, self.config.classifier_pooling))
         loss = None
         if labels is not None:
             loss = classification_loss(logits, labels, class_weights)
             if aux is not None and self.config.router_aux_loss_coef:
                 loss = loss + self.config.router_aux_loss_coef * aux / self.config.num_hidden_layers
         return SequenceClassifierOutputWithPast(loss=loss, logits=logits)
+
+
+def pooled(hidden: torch.Tensor, attention_mask: torch.Tensor | None, how: str) -> torch.Tensor:
+    """(batch, hidden) of (batch, time, hidden): each row's last real token (`last`) or the mean of
+    its real tokens (`mean`, taken in float32)."""
+    if how == "mean":
+        if attention_mask is None:
+            return hidden.float().mean(1).to(hidden.dtype)
+        mask = attention_mask[:, -hidden.shape[1]:].to(hidden.device, torch.float32).unsqueeze(-1)
+        return ((hidden.float() * mask).sum(1) / mask.sum(1).clamp(min=1.0)).to(hidden.dtype)
+    rows = torch.arange(hidden.shape[0], device=hidden.device)
+    return hidden[rows, last_token_index(attention_mask, hidden)]
 
 
 def last_token_index(attention_mask: torch.Tensor | None, hidden: torch.Tensor) -> torch.Tensor:
@@ -87,13 +99,13 @@ def label_maps(classes: list[str]) -> dict:
             "num_labels": len(classes)}
 
 
-def write_adapter_labels(folder, classes: list[str]) -> None:
-    """Record a classifier adapter's classes beside it (see ADAPTER_LABELS)."""
+def write_adapter_labels(folder, classes: list[str], pooling: str = "last") -> None:
+    """Record a classifier adapter's classes and what its head reads beside it (see ADAPTER_LABELS)."""
     import json
     from pathlib import Path
 
-    (Path(folder) / ADAPTER_LABELS).write_text(json.dumps({"classes": list(classes)}, ensure_ascii=False),
-                                               encoding="utf-8")
+    (Path(folder) / ADAPTER_LABELS).write_text(
+        json.dumps({"classes": list(classes), "pooling": pooling}, ensure_ascii=False), encoding="utf-8")
 
 
 def classes_of(model) -> list[str]:
@@ -102,18 +114,21 @@ def classes_of(model) -> list[str]:
     return [config.id2label[i] for i in range(config.num_labels)]
 
 
-def classifier_from(model, classes: list[str], seed: int = 0) -> MiniMindForSequenceClassification:
+def classifier_from(model, classes: list[str], seed: int = 0, pooling: str | None = None
+                    ) -> MiniMindForSequenceClassification:
     """A classifier of `classes` built on a loaded model's decoder: a causal MiniMind (its lm_head is
-    dropped) gets a new head (normal, std initializer_range, drawn from `seed`); a classifier with
-    exactly these classes is returned as is. A classifier with other classes keeps its decoder and
-    gets a new head."""
+    dropped) gets a new head (normal, std initializer_range, drawn from `seed`) that reads `pooling`
+    (default: the model config's); a classifier with exactly these classes (and pooling) is returned
+    as is. A classifier with other classes keeps its decoder and gets a new head."""
+    pooling = pooling or getattr(model.config, "classifier_pooling", "last")
     if isinstance(model, MiniMindForSequenceClassification) and classes_of(model) == list(classes):
+        model.config.classifier_pooling = pooling
         return model
     if not isinstance(getattr(model, "model", None), MiniMindModel):
         raise ConfigError(f"a classifier is built on a transformer MiniMind decoder; this model is "
                           f"{type(model).__name__} (an LSTM model cannot classify yet)")
     config = MiniMindConfig.from_dict({**model.config.to_dict(), **label_maps(classes),
-                                       "architectures": [CLASSIFIER_ARCHITECTURE]})
+                                       "architectures": [CLASSIFIER_ARCHITECTURE], "classifier_pooling": pooling})
     torch.manual_seed(seed)
     with torch.device("meta"):
         classifier = MiniMindForSequenceClassification(config)

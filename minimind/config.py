@@ -18,6 +18,9 @@ ROPE_SCALING_TYPES = (None, "linear", "ntk", "llama3")
 # linear distance penalty on attention scores (ALiBi), a fixed sinusoid or a learned vector
 # added to the embeddings, or nothing at all (causal masking alone carries order: NoPE)
 POSITION_ENCODINGS = ("rope", "alibi", "sinusoidal", "learned", "none")
+# what a sequence classifier's head reads: the last real token's hidden state (Llama's
+# ForSequenceClassification) or the mean over the real tokens
+CLASSIFIER_POOLINGS = ("last", "mean")
 
 
 class MiniMindConfig(PretrainedConfig):
@@ -58,6 +61,7 @@ class MiniMindConfig(PretrainedConfig):
     num_experts: int = 4                   # experts per MoE layer
     num_experts_per_tok: int = 2           # experts each token is routed to
     router_aux_loss_coef: float = 0.01     # weight of the load-balancing loss added to the LM loss
+    classifier_pooling: str = "last"       # a classifier's head reads this (CLASSIFIER_POOLINGS)
     pad_token_id: int | None = 0
     bos_token_id: int | None = 1
     eos_token_id: int | list[int] | None = 2
@@ -88,6 +92,8 @@ class MiniMindConfig(PretrainedConfig):
              "hidden_size must be even for sinusoidal positions")
         need(self.rope_scaling_type is None or self.position_encoding == "rope",
              "rope_scaling_type only applies to position_encoding 'rope'")
+        need(self.classifier_pooling in CLASSIFIER_POOLINGS,
+             f"classifier_pooling must be one of {CLASSIFIER_POOLINGS}, got {self.classifier_pooling!r}")
         need(self.attention_block_size >= 1, "attention_block_size must be positive")
         need(self.rope_scaling_type != "llama3" or (self.rope_original_max_position or 0) > 0,
              "llama3 rotary scaling needs rope_original_max_position")

@@ -54,7 +54,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..classifier import is_classifier_model, last_token_index
+from ..classifier import is_classifier_model, pooled
 from ..errors import ExportError
 from ..hardware import VNNI_FLAGS, cpu_flags
 from ..tokenizer import save_tokenizer
@@ -138,7 +138,7 @@ def _decode(body, input_ids, attention_mask, position_ids, cache):
 class ClassifierGraph(nn.Module):
     """forward(input_ids, attention_mask) -> class logits (batch, num_labels), as
     MiniMindForSequenceClassification computes them: positions count real tokens (padding on
-    either side), and the `score` head reads each row's last real token."""
+    either side), and the `score` head reads what the config's `classifier_pooling` pools."""
 
     def __init__(self, model: nn.Module):
         super().__init__()
@@ -147,8 +147,7 @@ class ClassifierGraph(nn.Module):
     def forward(self, input_ids, attention_mask):
         positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
         hidden = _decode(self.classifier.model, input_ids, attention_mask, positions, None)
-        rows = torch.arange(hidden.shape[0], device=hidden.device)
-        return self.classifier.score(hidden[rows, last_token_index(attention_mask, hidden)])
+        return self.classifier.score(pooled(hidden, attention_mask, self.classifier.config.classifier_pooling))
 
 
 def io_names(config) -> tuple[list[str], list[str]]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from ..config import PRESETS
+from ..config import CLASSIFIER_POOLINGS, PRESETS
 from ..lstm import LSTM_PRESETS
 from ..data.config import DataConfig
 from ..errors import ConfigError
@@ -115,6 +115,8 @@ class GrpoSection:
 class ClassifySection:
     class_weights: Any = ""              # "" (none), "balanced" (n / (classes x count), from the training split)
                                          # or {label: weight} for every class; weights the cross-entropy
+    pooling: str = "last"                # what the head reads: the last real token's hidden state, or the mean
+                                         # of every real token's (minimind/classifier.py, CLASSIFIER_POOLINGS)
 
 
 @dataclass
@@ -341,6 +343,8 @@ class TrainConfig:
              isinstance(w, (int, float)) and not isinstance(w, bool) and w > 0 for w in weights.values()),
              "classify.class_weights must be empty (none), balanced, or {label: weight} with positive weights "
              f"(got {weights!r})")
+        need(self.classify.pooling in CLASSIFIER_POOLINGS,
+             f"classify.pooling must be one of {', '.join(CLASSIFIER_POOLINGS)} (got {self.classify.pooling!r})")
         g = self.grpo
         need(2 <= g.group_size <= 256, "grpo.group_size must be 2..256 (advantages compare answers to one prompt)")
         need(1 <= g.max_new_tokens <= 4096, "grpo.max_new_tokens must be 1..4096")

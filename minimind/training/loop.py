@@ -316,7 +316,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
                 base_model.save_pretrained(folder, save_embedding_layers=False,
                                            **({"state_dict": model_sd} if model_sd is not None else {}))
                 if cfg.objective == "classify":  # (a classifier's head is in the adapter, its labels beside it)
-                    write_adapter_labels(folder, corpus.classes)
+                    write_adapter_labels(folder, corpus.classes, cfg.classify.pooling)
             else:
                 base_model.save_pretrained(folder, state_dict=model_sd)
                 if cfg.objective != "classify":  # a classifier generates nothing

@@ -58,7 +58,7 @@ def build_model(config, tokenizer, device: str, precision_dtype: torch.dtype, cl
         # new token rows, go on a plain model)
         model = load_model(config.model.init_from, device=device, merge=True).train()
     if config.objective == "classify":
-        model = _as_classifier(model, classes, config.seed)
+        model = _as_classifier(model, classes, config.seed, config.classify.pooling)
     new_ids = []
     if config.model.extend_vocab:
         new_ids = resize_model(model, load_tokenizer_for(config.model.init_from), tokenizer)
@@ -70,12 +70,12 @@ def build_model(config, tokenizer, device: str, precision_dtype: torch.dtype, cl
     return model
 
 
-def _as_classifier(model, classes, seed: int):
+def _as_classifier(model, classes, seed: int, pooling: str):
     """The loaded model as a classifier of `classes`; ConfigError when there are none (not a labelled corpus)."""
     if len(classes) < 2:
         raise ConfigError("task classify trains on a labelled corpus (a text and a label field, two or more "
                           "classes); this corpus has no labels")
-    return classifier_from(model, list(classes), seed)
+    return classifier_from(model, list(classes), seed, pooling)
 
 
 def _refuse_lstm_qlora(path: str) -> None:

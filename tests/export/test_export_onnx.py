@@ -231,6 +231,27 @@ def test_a_classifier_exports_with_its_labels(classifier_dir, tmp_path, capsys):
     assert "Predicted labels" in (tmp_path / "onnx" / "README.md").read_text(encoding="utf-8")
 
 
+def test_a_mean_pooling_classifier_exports_its_pooling(tokenizer, tmp_path):
+    """The graph pools as the model does: a padded batch's logits match PyTorch's, each row's alone."""
+    from minimind.classifier import MiniMindForSequenceClassification, label_maps
+
+    torch.manual_seed(0)
+    config = tiny_config(**label_maps(["poem", "play"]), classifier_pooling="mean")
+    config.pad_token_id = tokenizer.pad_token_id
+    model = MiniMindForSequenceClassification(config).eval()
+    model.save_pretrained(tmp_path / "model")
+    save_tokenizer(tokenizer, tmp_path / "model")
+    export(str(tmp_path / "model"), "onnx", str(tmp_path / "onnx"))
+    ids = torch.randint(3, 300, (3, 9))
+    mask = torch.tensor([[1] * 9, [1] * 4 + [0] * 5, [0] * 6 + [1] * 3])
+    ours = onnx_runner.load_onnx(tmp_path / "onnx")(input_ids=ids, attention_mask=mask).logits
+    with torch.no_grad():
+        reference = model(input_ids=ids, attention_mask=mask).logits
+        alone = model(input_ids=ids[1:2, :4]).logits
+    assert torch.allclose(ours, reference, atol=1e-4), (ours, reference)
+    assert torch.allclose(ours[1], alone[0], atol=1e-4)
+
+
 def test_a_classifier_is_refused_by_language_model_formats(classifier_dir, tmp_path):
     with pytest.raises(ExportError, match="a sequence classifier exports as onnx or onnx-int8"):
         export(classifier_dir, "gguf-q8_0", tmp_path / "gguf")

@@ -1,5 +1,5 @@
-"""MiniMindForSequenceClassification: last-token pooling that padding on either side does not
-change, labels in the config, save and load (also through AutoModelForSequenceClassification and
+"""MiniMindForSequenceClassification: pooling (the last token's, or the mean) that padding on either side
+does not change, labels in the config, save and load (also through AutoModelForSequenceClassification and
 load_model), a classifier built on the shipped causal model's decoder, the loss, and `predict`."""
 
 import json
@@ -11,7 +11,7 @@ from transformers import AutoModelForSequenceClassification
 import minimind  # noqa: F401  (Auto-class registration)
 from minimind import MiniMindForCausalLM, MiniMindForSequenceClassification
 from minimind.checkpoint import is_classifier, load_model
-from minimind.classifier import classes_of, classifier_from, label_maps, last_token_index, predict
+from minimind.classifier import classes_of, classifier_from, label_maps, last_token_index, pooled, predict
 from minimind.errors import ConfigError
 from minimind.tokenizer import load_tokenizer
 from helpers import ROOT, tiny_config
@@ -35,10 +35,11 @@ def padded(rows, side: str, pad: int = 0):
     return ids, mask
 
 
+@pytest.mark.parametrize("pooling", ["last", "mean"])
 @pytest.mark.parametrize("side", ["right", "left"])
 @pytest.mark.parametrize("position_encoding", ["rope", "alibi", "learned"])
-def test_padded_batch_gives_each_rows_logits_alone(side, position_encoding):
-    model = classifier(position_encoding=position_encoding)
+def test_padded_batch_gives_each_rows_logits_alone(side, position_encoding, pooling):
+    model = classifier(position_encoding=position_encoding, classifier_pooling=pooling)
     torch.manual_seed(1)
     rows = [torch.randint(3, 512, (n,)) for n in (9, 4, 1, 6)]
     ids, mask = padded(rows, side)
@@ -55,6 +56,17 @@ def test_last_token_index_finds_the_last_real_token_on_either_side():
     assert last_token_index(None, hidden).tolist() == [4, 4, 4]
 
 
+def test_mean_pooling_averages_the_real_tokens_only():
+    hidden = torch.arange(30, dtype=torch.float32).reshape(3, 5, 2)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    expected = torch.stack([hidden[0, :3].mean(0), hidden[1, 2:].mean(0), hidden[2].mean(0)])
+    assert torch.equal(pooled(hidden, mask, "mean"), expected)
+    assert torch.equal(pooled(hidden, None, "mean"), hidden.mean(1))
+    assert torch.equal(pooled(hidden, mask, "last"), hidden[[0, 1, 2], [2, 4, 4]])
+    with pytest.raises(ValueError, match="classifier_pooling must be one of"):
+        classifier(classifier_pooling="max")
+
+
 def test_labels_give_the_cross_entropy_optionally_weighted():
     model = classifier()
     ids, labels = torch.randint(3, 512, (4, 6)), torch.tensor([0, 2, 1, 2])
@@ -65,10 +77,12 @@ def test_labels_give_the_cross_entropy_optionally_weighted():
     assert torch.allclose(weighted, torch.nn.functional.cross_entropy(out.logits, labels, weight=weights))
 
 
-def test_save_load_keeps_labels_and_logits(tmp_path):
-    model = classifier()
+@pytest.mark.parametrize("pooling", ["last", "mean"])
+def test_save_load_keeps_labels_and_logits(tmp_path, pooling):
+    model = classifier(classifier_pooling=pooling)
     model.save_pretrained(tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())
+    assert config.get("classifier_pooling", "last") == pooling
     assert config["architectures"] == ["MiniMindForSequenceClassification"]
     assert config["id2label"] == {"0": "neg", "1": "neutral", "2": "pos"} and config["label2id"]["pos"] == 2
     ids = torch.randint(3, 512, (2, 7))

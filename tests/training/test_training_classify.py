@@ -115,13 +115,17 @@ def test_classify_run_beats_chance_and_saves_a_classifier(tmp_path, tokenizer, m
     assert probabilities[0]["poem"] > 0.5 and probabilities[1]["play"] > 0.5
 
 
-def test_lora_classifier_trains_its_head_and_loads_with_the_trained_head(tmp_path, tokenizer):
+@pytest.mark.parametrize("pooling", ["last", "mean"])
+def test_lora_classifier_trains_its_head_and_loads_with_the_trained_head(tmp_path, tokenizer, pooling):
     base = save_base_model(tmp_path / "base", tokenizer)
     corpus = write_labelled_corpus(tmp_path)
-    train(classify_config(tmp_path, base, [corpus], mode="lora", max_steps=4, eval_every=4))
+    train(classify_config(tmp_path, base, [corpus], mode="lora", max_steps=4, eval_every=4,
+                          classify__pooling=pooling))
     checkpoint = sorted((tmp_path / "run" / "checkpoints").glob("step-*"))[-1]
+    assert json.loads((checkpoint / "labels.json").read_text(encoding="utf-8"))["pooling"] == pooling
     unmerged = load_model(checkpoint)
     merged = load_model(checkpoint, merge=True)
+    assert merged.config.classifier_pooling == unmerged.config.classifier_pooling == pooling
     ids = torch.tensor([tokenizer.encode(POEM[:8]) + [tokenizer.eos_token_id]])
     assert torch.allclose(unmerged(input_ids=ids).logits, merged(input_ids=ids).logits, atol=1e-5)
     start = classifier_from(load_model(base), ["play", "poem"], seed=42)  # the head the run started from
@@ -150,6 +154,8 @@ def test_corpus_and_mode_must_match(tmp_path, tokenizer):
         classify_config(tmp_path, base, [labelled], data__kind="chat").resolved("cpu")
     with pytest.raises(ConfigError, match="class_weights"):
         classify_config(tmp_path, base, [labelled], classify__class_weights="inverse").resolved("cpu")
+    with pytest.raises(ConfigError, match="classify.pooling must be one of last, mean"):
+        classify_config(tmp_path, base, [labelled], classify__pooling="max").resolved("cpu")
     with pytest.raises(ConfigError, match="init_from"):
         classify_config(tmp_path, base, [labelled], model__init_from="").resolved("cpu")
 
