@@ -115,6 +115,7 @@ class GrpoSection:
 class ClassifySection:
     class_weights: Any = ""              # "" (none), "balanced" (n / (classes x count), from the training split)
                                          # or {label: weight} for every class; weights the cross-entropy
+    head_lr_scale: float = 1.0           # the new head's learning rate is optim.lr times this (it starts from random)
     pooling: str = "last"                # what the head reads: the last real token's hidden state, or the mean
                                          # of every real token's (minimind/classifier.py, CLASSIFIER_POOLINGS)
 
@@ -343,6 +344,9 @@ class TrainConfig:
              isinstance(w, (int, float)) and not isinstance(w, bool) and w > 0 for w in weights.values()),
              "classify.class_weights must be empty (none), balanced, or {label: weight} with positive weights "
              f"(got {weights!r})")
+        need(isinstance(self.classify.head_lr_scale, (int, float)) and not isinstance(self.classify.head_lr_scale, bool)
+             and 0 < self.classify.head_lr_scale <= 1000,
+             f"classify.head_lr_scale must be a number in (0, 1000] (got {self.classify.head_lr_scale!r})")
         need(self.classify.pooling in CLASSIFIER_POOLINGS,
              f"classify.pooling must be one of {', '.join(CLASSIFIER_POOLINGS)} (got {self.classify.pooling!r})")
         g = self.grpo

@@ -349,7 +349,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         step_start = time.perf_counter()
         lr = lr_at(step, max_steps, cfg.optim.lr, warmup, cfg.optim.min_lr_ratio)
         for group in optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * group.get("lr_scale", 1.0)  # (a classifier's new head may have a scale of its own)
         micro, step_metrics = step_batches(objective, model, stream, step)
         step_loss, step_tokens, finite = 0.0, 0, True
         for _ in range(updates):  # GRPO makes several passes over one batch of rollouts; others one

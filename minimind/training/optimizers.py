@@ -88,11 +88,22 @@ def is_hidden_matrix(name: str, p: torch.Tensor) -> bool:
     return p.dim() == 2 and ".layers." in f".{name}" and "lora_" not in name
 
 
+def is_classifier_head(name: str) -> bool:
+    """A sequence classifier's new `score` head (under peft too: its trained copy in modules_to_save)."""
+    return ".score." in f".{name}"
+
+
 def adamw(named: list, cfg, device: str) -> torch.optim.AdamW:
-    """AdamW on (name, parameter) pairs; matrices decay, norms and biases do not. Fused where it can be."""
-    params = [p for _, p in named]
+    """AdamW on (name, parameter) pairs; matrices decay, norms and biases do not. Fused where it can be.
+    A classifier's new head has a group of its own whose `lr_scale` (classify.head_lr_scale) the loop
+    multiplies the schedule's rate by: it starts from random where the decoder starts trained."""
+    scale = cfg.classify.head_lr_scale if cfg.task == "classify" else 1.0
+    head = [p for name, p in named if scale != 1.0 and is_classifier_head(name)]
+    params = [p for name, p in named if not any(p is h for h in head)]
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.optim.weight_decay},
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    if head:
+        groups.append({"params": head, "weight_decay": cfg.optim.weight_decay, "lr_scale": scale})
     kwargs = dict(lr=cfg.optim.lr, betas=(cfg.optim.beta1, cfg.optim.beta2), eps=cfg.optim.eps)
     fused = device.startswith("cuda") or device == "cpu"
     if fused and not any(hasattr(p, "device_mesh") for p in params):  # DTensors (FSDP) take foreach

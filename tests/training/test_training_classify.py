@@ -132,6 +132,17 @@ def test_lora_classifier_trains_its_head_and_loads_with_the_trained_head(tmp_pat
     assert not torch.allclose(merged.score.weight, start.score.weight, atol=1e-4)
 
 
+def test_a_lora_classifiers_head_learns_at_its_own_scaled_rate(tmp_path, tokenizer):
+    base = save_base_model(tmp_path / "base", tokenizer)
+    corpus = write_labelled_corpus(tmp_path)
+    train(classify_config(tmp_path, base, [corpus], mode="lora", max_steps=2, classify__head_lr_scale=10))
+    checkpoint = sorted((tmp_path / "run" / "checkpoints").glob("step-*"))[-1]
+    groups = json.loads((checkpoint / "trainer" / "state.json").read_text())["optimizer"]["param_groups"]
+    head = [g for g in groups if "lr_scale" in g]
+    assert len(head) == 1 and len(head[0]["params"]) == 1 and head[0]["lr_scale"] == 10  # peft's trained copy
+    assert all(g["lr"] == pytest.approx(head[0]["lr"] / 10) for g in groups if g is not head[0])
+
+
 def test_class_weights_reach_the_run(tmp_path, tokenizer):
     base = save_base_model(tmp_path / "base", tokenizer)
     corpus = write_labelled_corpus(tmp_path)
