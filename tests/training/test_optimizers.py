@@ -210,6 +210,6 @@ def test_a_classifiers_new_head_can_learn_at_a_rate_of_its_own():
     assert sum(len(g["params"]) for g in scaled.param_groups) == len(list(model.parameters()))
     plain = make_optimizer(model, TrainConfig.from_dict(raw), "cpu")
     assert len(plain.param_groups) == 2 and not any("lr_scale" in g for g in plain.param_groups)
-    for bad in (0, -1, float("nan"), 1e9, True, "10"):
+    for bad in (0, -1, float("nan"), 1e9, True, "ten"):
         with pytest.raises(ConfigError, match="classify.head_lr_scale must be a number"):
             TrainConfig.from_dict({**raw, "classify": {"head_lr_scale": bad}}).resolved("cpu")
