@@ -4,6 +4,11 @@ Epoch e visits the training rows in the permutation drawn from seed + e; step s
 takes the next global batch from that endless stream. Resuming at step s needs
 nothing but s, and under torchrun each rank takes its own slice of the same
 global batch, so N processes see exactly what one process with an N× batch sees.
+
+Rows padded to the longest of their batch (a classifier's texts) may be grouped by
+length: each run of GROUP_BATCHES global batches of the permutation is sorted by
+length, cut into batches, and the batches shuffled (as transformers' group_by_length
+does). Random batches of 8 Tang poems computed 2.3 tokens for each real one.
 """
 
 from __future__ import annotations
@@ -13,17 +18,21 @@ import json
 import torch
 
 IGNORE = -100
+GROUP_BATCHES = 32  # length grouping sorts runs of this many global batches
 
 
 class BatchStream:
+    """`group_by_length`: batches of rows of similar length (see the module's docstring)."""
+
     def __init__(self, dataset, batch_size: int, grad_accum: int, seed: int, pad_id: int,
-                 rank: int = 0, world: int = 1):
+                 rank: int = 0, world: int = 1, group_by_length: bool = False):
         self.dataset = dataset
         self.rows = len(dataset)
         self.batch_size, self.grad_accum = batch_size, grad_accum
         self.seed, self.pad_id = seed, pad_id
         self.rank, self.world = rank, world
         self._perm_epoch, self._perm = -1, None
+        self.lengths = torch.tensor([len(ids) for ids in dataset["input_ids"]]) if group_by_length else None
 
     @property
     def global_batch(self) -> int:
@@ -35,7 +44,12 @@ class BatchStream:
     def _permutation(self, epoch: int) -> torch.Tensor:
         if epoch != self._perm_epoch:
             g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-            self._perm, self._perm_epoch = torch.randperm(self.rows, generator=g), epoch
+            perm = torch.randperm(self.rows, generator=g)
+            if self.lengths is not None:  # batches are cut at multiples of the global batch from the first
+                # row of epoch 0: the first `aligned` rows finish the batch the previous epoch began
+                aligned = (-epoch * self.rows) % self.global_batch
+                perm = torch.cat([perm[:aligned], length_grouped(perm[aligned:], self.lengths, self.global_batch, g)])
+            self._perm, self._perm_epoch = perm, epoch
         return self._perm
 
     def _rows(self, start: int, count: int) -> list[int]:
@@ -53,6 +67,19 @@ class BatchStream:
 
     def epoch_at(self, step: int) -> float:
         return step * self.global_batch / self.rows
+
+
+def length_grouped(rows: torch.Tensor, lengths: torch.Tensor, batch: int, g: torch.Generator) -> torch.Tensor:
+    """`rows` (ids) reordered so that each `batch` of them, counted from the first, holds rows of
+    similar length: each run of GROUP_BATCHES batches is sorted by length and its whole batches
+    shuffled (`g`); a run's partial last batch (the epoch's end) stays last."""
+    out = []
+    for start in range(0, len(rows), batch * GROUP_BATCHES):
+        run = rows[start:start + batch * GROUP_BATCHES]
+        run = run[torch.sort(lengths[run], descending=True, stable=True).indices]
+        pieces, whole = list(run.split(batch)), len(run) // batch
+        out += [pieces[i] for i in torch.randperm(whole, generator=g).tolist()] + pieces[whole:]
+    return torch.cat(out) if out else rows
 
 
 def collate(rows: dict, pad_id: int) -> dict:

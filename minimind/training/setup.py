@@ -97,7 +97,7 @@ def set_up(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, start
         log(f"optimizer {cfg.optim.name}: a Muon update would cost {100 * share:.0f} % of a step's FLOPs "
             f"(Muon at {100 * MUON_MAX_SHARE:.0f} % or less)")
     stream = BatchStream(corpus.train, cfg.batch_size, cfg.grad_accum, cfg.seed, tokenizer.pad_token_id,
-                         info.rank, info.world)
+                         info.rank, info.world, group_by_length=cfg.task == "classify")
     state = {"step": 0, "tokens_seen": 0, "elapsed_s": 0.0, "max_steps": cfg.max_steps}
     if checkpoint is not None:
         state, optim_state = load_trainer_state(checkpoint)
