@@ -63,3 +63,15 @@ def test_grouped_order_is_a_pure_function_of_seed_and_step_and_ranks_split_it():
     for step in (0, 9, 120):
         split = torch.cat([next(r.micro_batches(step))["labels"] for r in ranks])
         assert torch.equal(split, next(one.micro_batches(step))["labels"])
+
+
+def test_grouping_is_refused_where_length_tells_the_classes_apart():
+    """Texts whose class shows in their length would make grouped batches of one class each."""
+    from minimind.training.batches import groups_mixed
+
+    mixed = _rows(400)
+    assert groups_mixed(mixed, 8, seed=0)
+    by_length = Dataset.from_dict({"input_ids": [[5] * (10 if i % 2 else 40) for i in range(400)],
+                                   "label": [i % 2 for i in range(400)]})
+    assert not groups_mixed(by_length, 8, seed=0)
+    assert groups_mixed(Dataset.from_dict({"input_ids": [[5] * 3] * 4}), 8, seed=0)  # unlabelled, or too few

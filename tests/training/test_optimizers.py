@@ -196,20 +196,22 @@ def test_auto_takes_muon_where_its_update_is_cheap_beside_the_step(preset, token
 
 
 def test_a_classifiers_new_head_can_learn_at_a_rate_of_its_own():
-    """classify.head_lr_scale gives the `score` head (and only it) a group whose rate the loop scales;
-    1.0 (or a language model) keeps the two plain groups; out of range is refused."""
+    """classify.head_lr_scale (10 by default) gives the `score` head (and only it) a group whose rate the
+    loop scales; 1.0 (or a language model) keeps the two plain groups; out of range is refused."""
     from minimind.classifier import MiniMindForSequenceClassification, label_maps
 
     torch.manual_seed(0)
     model = MiniMindForSequenceClassification(tiny_config(**label_maps(["a", "b"])))
     raw = {"task": "classify", "mode": "sft", "data": {"files": ["x"]}, "optim": {"lr": 1e-3},
            "model": {"init_from": "somewhere"}}
-    scaled = make_optimizer(model, TrainConfig.from_dict({**raw, "classify": {"head_lr_scale": 10}}), "cpu")
+    scaled = make_optimizer(model, TrainConfig.from_dict(raw), "cpu")
     heads = [g for g in scaled.param_groups if "lr_scale" in g]
     assert len(heads) == 1 and heads[0]["lr_scale"] == 10 and heads[0]["params"] == [model.score.weight]
     assert sum(len(g["params"]) for g in scaled.param_groups) == len(list(model.parameters()))
-    plain = make_optimizer(model, TrainConfig.from_dict(raw), "cpu")
+    plain = make_optimizer(model, TrainConfig.from_dict({**raw, "classify": {"head_lr_scale": 1}}), "cpu")
     assert len(plain.param_groups) == 2 and not any("lr_scale" in g for g in plain.param_groups)
+    language_model = TrainConfig.from_dict({"data": {"files": ["x"]}, "optim": {"lr": 1e-3}})
+    assert len(make_optimizer(_model(), language_model, "cpu").param_groups) == 2
     for bad in (0, -1, float("nan"), 1e9, True, "ten"):
         with pytest.raises(ConfigError, match="classify.head_lr_scale must be a number"):
             TrainConfig.from_dict({**raw, "classify": {"head_lr_scale": bad}}).resolved("cpu")
