@@ -419,15 +419,16 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
             if not compile_step:
                 budget.record_step(timing["step_s"], step - state_start)  # all ranks agree ...
             seconds_left = timing["left_s"]  # ... on one figure
-            resize = budget.due(evaluated=eval_due)
+            resize = budget.due(evaluated=eval_due, planned_last=last)
             if resize or budget.no_time_for_another(seconds_left, eval_due, save_due):
                 left, planned_step_s = (0, None) if not resize else budget.steps_left(
                     seconds_left, step, (eval_due, save_due), (last_eval_at, last_save_at),
-                    lambda total: run_intervals(total)[1:3])
+                    lambda total: run_intervals(total)[1:3], recent=last)
+                extended = max_steps == step and bool(left)  # (the planned last step goes on)
                 max_steps = step + left if left else step
                 state["max_steps"] = max_steps
                 warmup, eval_every, save_every, log_every = run_intervals(max_steps)
-                if resize:
+                if resize and (extended or not last):
                     log(f"measured {planned_step_s:.3f}s/step: run re-sized to {max_steps} steps to end "
                         f"within {cfg.time_budget_s:.0f}s ({seconds_left:.0f}s left)")
                 last = step == max_steps

@@ -128,3 +128,26 @@ def test_an_evaluation_is_guessed_by_what_it_does():
     grpo = TrainConfig.from_dict({"mode": "grpo", "batch_size": 4, "eval_batches": 20, "grpo": {"group_size": 8}})
     assert eval_cost_steps(lm, 40) == pytest.approx(10 / 3)  # 10 batches of the 40 rows
     assert eval_cost_steps(grpo, 40) == pytest.approx(10 / 8)
+
+
+def test_steps_that_turn_faster_late_buy_the_time_they_leave(tmp_path, tokenizer_dir, monkeypatch):
+    """At the step planned as the last, a run whose recent steps ran faster than its plan goes on: a
+    1-minute run beside a test process that then finished ended 16 s early, its last steps 3x faster."""
+    clock = fake_clock(monkeypatch)
+    clock.per_batch = 0.5
+    timed_loss = LanguageModel.loss  # (the fake clock's)
+    calls = []
+
+    def slow_then_fast(self, model, batch):
+        calls.append(1)
+        if len(calls) == 12:  # the other process is done: steps take a fifth of the time
+            clock.per_batch = 0.1
+        return timed_loss(self, model, batch)
+
+    monkeypatch.setattr(LanguageModel, "loss", slow_then_fast)
+    started = clock.now
+    status = train(_timed_config(tmp_path, tokenizer_dir, budget_s=12.0))
+    log = RunDir(tmp_path / "run").log_file.read_text()
+    assert status["state"] == "finished"
+    assert 12.0 - 1.0 < clock.now - started <= 12.0, (clock.now - started, log)  # within a second, not 4 s short
+    assert status["step"] > 30, log
