@@ -7,12 +7,12 @@ Three parts, one run:
    weights, labelled so, when ../shared/corpora is missing), loaded as MiniMind and as a stock
    `LlamaForCausalLM` from the same safetensors. Batch 1, a 32-token prompt, 128 new tokens
    (no stop token, so every run writes all 128), greedy, float32. Rows: our engine as chat and
-   the API run it (speculative greedy where `speculative_pays` says so), the engine with
-   speculation off (the like-for-like per-token decoder), `generate`, a sampled request, and
+   the API run it (plain or speculative greedy, whichever the engine's own timings of both
+   found faster: minimind/inference/decoder_choice.py), the engine with speculation off
+   (the like-for-like per-token decoder), speculation always on, `generate`, a sampled request, and
    llama.cpp on our own GGUF export when llama-cpp-python is installed.
-2. The shipped models (checkpoints/), a chat prompt from their held-out text, the same rows:
-   where speculation pays is decided from these, and "ours vs llama.cpp gguf-f16" is the
-   export a user would run instead.
+2. The shipped models (checkpoints/), a chat prompt from their held-out text, the same rows;
+   "ours vs llama.cpp gguf-f16" compares with the export a user would run instead.
 3. (full runs) The API under load: 16 clients stream 64-token chat answers at once from a
    live `python -m minimind serve`, batched (max_batch 16) and one at a time, and the memory
    the Studio's page and API take for one model (RSS of `python -m webapp`'s app, in its own process).
@@ -223,7 +223,7 @@ def _compare(label: str, model, tokenizer, prompt: list[int], threads: int, repe
             for llm in engines.values():
                 llm.close()
     ref_speed, _, ref_tokens = results[REFERENCE]
-    mode = "speculative" if ours.speculate else "plain"
+    mode = ours.describe()
     return [{"model": label, "weights": weights, "threads": threads,
              "decoder": name + (f" ({mode})" if name == OURS else ""), "tok/s": speed,
              "vs generate": speed / ref_speed, "TTFT ms": ttft,

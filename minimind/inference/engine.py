@@ -19,11 +19,13 @@ from __future__ import annotations
 import atexit
 import queue
 import threading
+import time
 import weakref
 from collections.abc import Iterator, Sequence
 
 import torch
 
+from .decoder_choice import DecoderChoice
 from .recurrent import RecurrentWeights, StateCache, handles as recurrent_handles
 from .recurrent import forward as recurrent_forward
 from .forward import KVCache, forward
@@ -33,7 +35,6 @@ from .weights import Weights
 
 IDLE_S = 2.0
 LOOKAHEAD = 8                      # tokens the draft guesses per exact pass (speculative greedy decoding)
-SPECULATE_FROM_MB = 32             # fp32 matrices at least this big: decode is bound by reading them
 _END = object()
 _RUNNING: "weakref.WeakSet[Engine]" = weakref.WeakSet()  # engines with a decode thread, stopped at exit
 _ENGINES: WeakCache[Engine] = WeakCache()                 # each model's engine, while the model lives
@@ -100,6 +101,9 @@ class Engine:
     """Decodes one model's requests (see the module docstring). Thread-safe."""
 
     def __init__(self, model, max_batch: int = 16, speculate: bool | None = None):
+        """`speculate`: True or False decodes lone greedy requests speculatively always or never;
+        None (the default) times both where speculation can run and keeps the faster
+        (decoder_choice.py)."""
         self._model = weakref.ref(model)    # the engine cache is keyed by the model: the engine must not hold it
         self.max_batch = max(1, max_batch)
         # the backend: the transformer layer loop (forward.py) or an LSTM's state (recurrent.py)
@@ -109,8 +113,11 @@ class Engine:
         else:
             self._prepare, self._new_cache, self._forward = Weights.of, KVCache, forward
         self.weights = self._prepare(model)    # fails now, with the reason, for a model it cannot run
-        self.speculate = speculative_pays(self.weights) if speculate is None else speculate
-        self.lookahead = LOOKAHEAD if self.speculate else 0
+        if speculate is None and not speculation_possible(self.weights):
+            speculate = False
+        self.speculate = speculate
+        self.choice = DecoderChoice() if speculate is None else None
+        self.lookahead = 0 if speculate is False else LOOKAHEAD
         self.vocab_size = self.weights.vocab_size
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -174,8 +181,8 @@ class Engine:
                 if request.live and self._prefill(request):
                     active.append(request)
             active = [r for r in active if r.live]
-            if len(active) == 1 and self.speculate and active[0].sampler.greedy:
-                self._speculate(active[0])
+            if len(active) == 1 and self.speculate is not False and active[0].sampler.greedy:
+                self._lone_greedy(active[0])
             elif active:
                 self._step(active)
             active = [r for r in active if r.live]
@@ -212,6 +219,24 @@ class Engine:
             except Exception as err:  # one request's failure ends that request, never the loop
                 request.finish(err)
 
+
+    def _lone_greedy(self, request: _Request) -> None:
+        """One pass of a greedy request alone in the engine: speculative or plain, as
+        `speculate` says or as the timings so far say (the tokens are the same either way)."""
+        if self.choice is None:
+            self._speculate(request)
+            return
+        speculative = self.choice.speculate()
+        start, count = time.perf_counter(), request.count
+        if speculative:
+            self._speculate(request)
+        else:
+            self._step([request])
+        self.choice.record(speculative, time.perf_counter() - start, request.count - count)
+
+    def describe(self) -> str:
+        """How lone greedy requests decode: "plain", "speculative" or what the timings chose."""
+        return self.choice.describe() if self.choice is not None else ("speculative" if self.speculate else "plain")
 
     def _speculate(self, request: _Request) -> None:
         """Greedy decoding that reads the exact weights once per several tokens: the int8 draft
@@ -261,16 +286,13 @@ def _stop_all() -> None:
             thread.join(timeout=5)
 
 
-def speculative_pays(weights: Weights) -> bool:
-    """Whether greedy requests decode speculatively: where a step is bound by reading the
-    weights (big matrices on a CPU), an int8 draft reads a quarter of the bytes per guess and
-    the exact pass checks up to 8 guesses for about the price of one token; where a step is
-    bound by per-op overhead (small models), the draft costs as much as the exact model and
-    speculation loses. benchmarks/decode_throughput.py measures both on the shipped models."""
-    if weights.device.type != "cpu" or weights.embed.dtype != torch.float32:
-        return False
-    size = sum(m.weight.numel() * 4 for m in weights.matrices())
-    return size >= SPECULATE_FROM_MB * 2**20
+def speculation_possible(weights: Weights) -> bool:
+    """Whether an int8 draft can guess for these weights: float32 matrices on a CPU (the int8
+    product is a CPU kernel). Whether it pays is then measured (decoder_choice.py): it does
+    where a step is bound by reading the weights, since the draft reads a quarter of the bytes
+    per guess and the exact pass checks up to 8 guesses for about the price of one token; it
+    does not where a step is bound by per-op overhead, since the draft runs as many ops."""
+    return weights.device.type == "cpu" and weights.embed.dtype == torch.float32
 
 
 def engine_for(model, max_batch: int = 16) -> Engine:

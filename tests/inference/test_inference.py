@@ -304,11 +304,72 @@ def test_a_speculative_request_joined_by_others_keeps_its_tokens():
     assert batched and "speculate" in calls[batched[-1]:]  # batched with others, then speculative again
 
 
-def test_speculation_is_chosen_where_reading_weights_bounds_a_step():
-    assert not Engine(_model()).speculate  # a tiny model: per-op overhead bounds a step
-    big = MiniMindForCausalLM(tiny_config(hidden_size=512, intermediate_size=2048, num_hidden_layers=4,
-                                          vocab_size=6400, num_attention_heads=8, num_key_value_heads=2)).eval()
-    assert Engine(big).speculate  # 50 MB of float32 matrices
+def test_a_lone_greedy_request_is_timed_on_both_decoders_and_keeps_the_faster():
+    """By default the engine times plain and speculative passes on the requests it serves and
+    uses the faster, with the slower again once in RECHECK passes; the tokens never change."""
+    import time
+
+    from minimind.inference import decoder_choice
+
+    model = _model()
+    expected = _greedy(Engine(model, speculate=False), PROMPTS[1], 150)
+    engine = Engine(model)
+    assert engine.speculate is None and engine.describe() == "timed: no greedy request yet"
+    calls = []
+    step, speculate = engine._step, engine._speculate
+
+    def slow_speculation(request):  # speculation made 20 ms slower a pass: plain must win
+        calls.append("speculate")
+        time.sleep(0.02)
+        speculate(request)
+
+    engine._step = lambda active: calls.append("step") or step(active)
+    engine._speculate = slow_speculation
+    assert _greedy(engine, PROMPTS[1], 150) == expected
+    trials = 2 * (decoder_choice.WARMUP + decoder_choice.TRIALS)
+    assert calls[:trials] == ["step", "speculate"] * (trials // 2)
+    chosen = calls[trials:]
+    rechecks = [i for i, call in enumerate(chosen) if call == "speculate"]
+    assert rechecks and all((trials + i) % decoder_choice.RECHECK == 0 for i in rechecks)
+    assert len(chosen) - len(rechecks) > 90  # every other pass plain
+    assert engine.describe().startswith("timed: speculative for")
+
+    calls.clear()  # now plain is the slow one: speculation takes over from the next recheck on
+    engine._step = lambda active: calls.append("step") or time.sleep(0.02) or step(active)
+    engine._speculate = lambda request: calls.append("speculate") or speculate(request)
+    assert _greedy(engine, PROMPTS[1], 150) == expected
+    assert calls[-5:] == ["speculate"] * 5
+
+
+def test_decoder_choice_times_each_after_its_first_pass_and_follows_a_change():
+    from minimind.inference.decoder_choice import RECHECK, DecoderChoice
+
+    choice = DecoderChoice()
+    picks = []
+    for _ in range(8):  # the first (untimed) plain pass is very slow: it must not count
+        mode = choice.speculate()
+        picks.append(mode)
+        first = choice._runs[mode] == 0
+        choice.record(mode, 5.0 if first and not mode else (0.010 if not mode else 0.012 * 4), 1 if not mode else 4)
+    assert picks == [False, True] * 4
+    assert choice.seconds_per_token(False) == pytest.approx(0.010)
+    assert choice.seconds_per_token(True) == pytest.approx(0.012)
+    assert not choice.speculate()  # plain: 10 ms a token against 12
+    for _ in range(3 * RECHECK):  # speculation turns 4x faster: the recheck sees it and it takes over
+        mode = choice.speculate()
+        choice.record(mode, 0.010 if not mode else 0.003 * 4, 1 if not mode else 4)
+    assert choice.speculate() and choice.tokens[True] > 0
+
+
+def test_speculation_runs_only_where_an_int8_draft_can():
+    from minimind.inference.engine import speculation_possible
+    from minimind.inference.weights import Weights
+
+    assert speculation_possible(Weights.of(_model()))
+    half = _model().to(torch.bfloat16)
+    assert not speculation_possible(Weights.of(half))
+    engine = Engine(half)
+    assert engine.speculate is False and engine.choice is None and engine.describe() == "plain"
 
 
 # ---------------------------------------------------------------- the engine and its model
