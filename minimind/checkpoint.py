@@ -11,8 +11,7 @@ from pathlib import Path
 
 import torch
 
-from .classifier import ADAPTER_LABELS, CLASSIFIER_ARCHITECTURE, classifier_from
-from .config import CLASSIFIER_POOLINGS
+from .classifier import CLASSIFIER_ARCHITECTURE, classifier_from, read_adapter_labels
 from .errors import CheckpointError
 from .tokenizer import load_tokenizer
 
@@ -113,16 +112,7 @@ def load_model(path: str | Path, adapter: str | Path | None = None, dtype: torch
 def _classifier_base(model, adapter: str | Path):
     """The base of a classifier adapter: `model` made a classifier of the classes saved beside the
     adapter (its head is then replaced by the adapter's trained copy)."""
-    labels_file = Path(adapter) / ADAPTER_LABELS
-    try:
-        saved = json.loads(labels_file.read_text(encoding="utf-8"))
-        classes, pooling = saved["classes"], saved.get("pooling", "last")  # (adapters from before pooling: last)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
-        raise CheckpointError(f"{adapter}: a classifier adapter needs {ADAPTER_LABELS} naming its classes "
-                              f"({err})") from None
-    if pooling not in CLASSIFIER_POOLINGS:
-        raise CheckpointError(f"{adapter}: {ADAPTER_LABELS} names pooling {pooling!r}; one of "
-                              f"{', '.join(CLASSIFIER_POOLINGS)} was expected")
+    classes, pooling = read_adapter_labels(adapter)
     return classifier_from(model, classes, pooling=pooling)
 
 

@@ -22,9 +22,9 @@ import torch.nn.functional as F
 from torch import nn
 from transformers.modeling_outputs import SequenceClassifierOutputWithPast
 
-from .config import MiniMindConfig
+from .config import CLASSIFIER_POOLINGS, MiniMindConfig
 from .data.tokens import classify_ids
-from .errors import ConfigError
+from .errors import CheckpointError, ConfigError
 from .model import MiniMindModel, MiniMindPreTrainedModel
 
 CLASSIFIER_ARCHITECTURE = "MiniMindForSequenceClassification"  # in a classifier folder's config.json
@@ -108,6 +108,24 @@ def write_adapter_labels(folder, classes: list[str], pooling: str = "last") -> N
         json.dumps({"classes": list(classes), "pooling": pooling}, ensure_ascii=False), encoding="utf-8")
 
 
+def read_adapter_labels(folder) -> tuple[list[str], str]:
+    """The classes and pooling recorded beside a classifier adapter (adapters from before pooling
+    was recorded read as "last"); a CheckpointError that names the file when it is missing or wrong."""
+    import json
+    from pathlib import Path
+
+    try:
+        saved = json.loads((Path(folder) / ADAPTER_LABELS).read_text(encoding="utf-8"))
+        classes, pooling = [str(c) for c in saved["classes"]], saved.get("pooling", "last")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise CheckpointError(f"{folder}: a classifier adapter needs {ADAPTER_LABELS} naming its classes "
+                              f"({err})") from None
+    if pooling not in CLASSIFIER_POOLINGS:
+        raise CheckpointError(f"{folder}: {ADAPTER_LABELS} names pooling {pooling!r}; one of "
+                              f"{', '.join(CLASSIFIER_POOLINGS)} was expected")
+    return classes, pooling
+
+
 def classes_of(model) -> list[str]:
     """The class names of a classifier (under peft wrapping too), in id order."""
     config = model.config
@@ -118,8 +136,9 @@ def classifier_from(model, classes: list[str], seed: int = 0, pooling: str | Non
                     ) -> MiniMindForSequenceClassification:
     """A classifier of `classes` built on a loaded model's decoder: a causal MiniMind (its lm_head is
     dropped) gets a new head (normal, std initializer_range, drawn from `seed`) that reads `pooling`
-    (default: the model config's); a classifier with exactly these classes (and pooling) is returned
-    as is. A classifier with other classes keeps its decoder and gets a new head."""
+    (default: the model config's). A classifier with exactly these classes is returned itself, its
+    config set to read `pooling`; one with other classes keeps its decoder and gets a new head. Either
+    way the result shares the given model's decoder (no copy)."""
     pooling = pooling or getattr(model.config, "classifier_pooling", "last")
     if isinstance(model, MiniMindForSequenceClassification) and classes_of(model) == list(classes):
         model.config.classifier_pooling = pooling

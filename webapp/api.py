@@ -51,14 +51,15 @@ def _alias(name: str, model_id: str) -> bool:
 
 def folder_labels(folder: Path) -> list[str]:
     """A classifier folder's classes, in id order, read from its files (nothing loaded)."""
-    from minimind.classifier import ADAPTER_LABELS
+    from minimind.classifier import ADAPTER_LABELS, read_adapter_labels
+    from minimind.errors import CheckpointError
 
     try:
         if (folder / ADAPTER_LABELS).is_file():
-            return [str(c) for c in json.loads((folder / ADAPTER_LABELS).read_text(encoding="utf-8"))["classes"]]
+            return read_adapter_labels(folder)[0]
         id2label = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("id2label") or {}
         return [str(id2label[k]) for k in sorted(id2label, key=int)]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, CheckpointError):
         return []
 
 

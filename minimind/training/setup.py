@@ -18,7 +18,7 @@ from ..data import prepare_corpus
 from ..errors import TrainingError
 from ..tokenizer import iter_texts, load_tokenizer, save_tokenizer, train_tokenizer
 from ..vocabulary import coverage, extend_tokenizer
-from .batches import BatchStream, groups_mixed
+from .batches import BatchStream, groups_mixed, row_lengths
 from .budget import Budget
 from .checkpoint import latest_checkpoint, load_trainer_state, remove_partial
 from .config import TrainConfig, check_mode_kind
@@ -96,13 +96,14 @@ def set_up(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, start
         share = muon_share(base_model, cfg, step_tokens)
         log(f"optimizer {cfg.optim.name}: a Muon update would cost {100 * share:.0f} % of a step's FLOPs "
             f"(Muon at {100 * MUON_MAX_SHARE:.0f} % or less)")
-    grouped = cfg.task == "classify" and groups_mixed(corpus.train, cfg.batch_size * cfg.grad_accum * info.world,
-                                                      cfg.seed)
+    lengths = row_lengths(corpus.train) if cfg.task == "classify" else None
+    grouped = lengths is not None and groups_mixed(corpus.train, cfg.batch_size * cfg.grad_accum * info.world,
+                                                   cfg.seed, lengths)
     if cfg.task == "classify":
         log("batches hold texts of similar length (less padding)" if grouped else
             "batches are drawn at random: grouped by length, they would hold one class each")
     stream = BatchStream(corpus.train, cfg.batch_size, cfg.grad_accum, cfg.seed, tokenizer.pad_token_id,
-                         info.rank, info.world, group_by_length=grouped)
+                         info.rank, info.world, group_by_length=grouped, lengths=lengths)
     state = {"step": 0, "tokens_seen": 0, "elapsed_s": 0.0, "max_steps": cfg.max_steps}
     if checkpoint is not None:
         state, optim_state = load_trainer_state(checkpoint)

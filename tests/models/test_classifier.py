@@ -130,3 +130,22 @@ def test_predict_gives_label_probabilities_as_a_batch_or_one_by_one():
         assert a == pytest.approx(b, abs=1e-5)
     single = predict(model, tokenizer, "春")  # one text alone is a list of one
     assert len(single) == 1 and single[0] == pytest.approx(one_by_one[2], abs=1e-6)
+
+
+def test_the_labels_beside_an_adapter_are_read_in_one_place_and_refused_with_the_file_named(tmp_path):
+    """The loader and the API's classifier list read labels.json through read_adapter_labels:
+    an adapter from before pooling was recorded reads as "last"; a broken file is a
+    CheckpointError naming it (the API lists no classes for it)."""
+    from minimind.classifier import ADAPTER_LABELS, read_adapter_labels, write_adapter_labels
+    from minimind.errors import CheckpointError
+    from webapp.api import folder_labels
+
+    write_adapter_labels(tmp_path, ["李白", "杜甫"], "mean")
+    assert read_adapter_labels(tmp_path) == (["李白", "杜甫"], "mean") and folder_labels(tmp_path) == ["李白", "杜甫"]
+    (tmp_path / ADAPTER_LABELS).write_text(json.dumps({"classes": ["a", "b"]}))
+    assert read_adapter_labels(tmp_path) == (["a", "b"], "last")
+    for broken in ('{"classes": ["a"], "pooling": "max"}', "[1, 2]", "{", '{"pooling": "last"}'):
+        (tmp_path / ADAPTER_LABELS).write_text(broken)
+        with pytest.raises(CheckpointError, match=ADAPTER_LABELS):
+            read_adapter_labels(tmp_path)
+        assert folder_labels(tmp_path) == []
