@@ -87,10 +87,11 @@ def last_token_index(attention_mask: torch.Tensor | None, hidden: torch.Tensor) 
 
 
 def classification_loss(logits: torch.Tensor, labels: torch.Tensor,
-                        class_weights: torch.Tensor | None = None) -> torch.Tensor:
-    """Mean cross-entropy of the class logits (float32), optionally weighted per class."""
+                        class_weights: torch.Tensor | None = None, smoothing: float = 0.0) -> torch.Tensor:
+    """Mean cross-entropy of the class logits (float32), optionally weighted per class, against
+    targets that give `smoothing` of their mass evenly to every class."""
     weight = class_weights.to(logits.device, torch.float32) if class_weights is not None else None
-    return F.cross_entropy(logits.float(), labels.to(logits.device).long(), weight=weight)
+    return F.cross_entropy(logits.float(), labels.to(logits.device).long(), weight=weight, label_smoothing=smoothing)
 
 
 def label_maps(classes: list[str]) -> dict:

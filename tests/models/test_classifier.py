@@ -149,3 +149,25 @@ def test_the_labels_beside_an_adapter_are_read_in_one_place_and_refused_with_the
         with pytest.raises(CheckpointError, match=ADAPTER_LABELS):
             read_adapter_labels(tmp_path)
         assert folder_labels(tmp_path) == []
+
+
+def test_label_smoothing_moves_that_share_of_the_target_evenly_to_every_class():
+    from minimind.classifier import classification_loss
+
+    torch.manual_seed(0)
+    logits, labels = torch.randn(6, 3), torch.tensor([0, 1, 2, 2, 1, 0])
+    logp = logits.log_softmax(-1)
+    hard = -logp[torch.arange(6), labels]
+    by_hand = (0.9 * hard + 0.1 * -logp.mean(-1)).mean()
+    assert torch.allclose(classification_loss(logits, labels, smoothing=0.1), by_hand)
+    assert torch.allclose(classification_loss(logits, labels), hard.mean())
+
+
+def test_a_bad_label_smoothing_is_refused_with_its_range():
+    from minimind.training.config import TrainConfig
+
+    raw = {"task": "classify", "mode": "sft", "data": {"files": ["x"]}, "model": {"init_from": "somewhere"}}
+    assert TrainConfig.from_dict({**raw, "classify": {"label_smoothing": 0.1}}).resolved("cpu").classify.label_smoothing == 0.1
+    for bad in (-0.1, 1, float("nan"), True, "some"):
+        with pytest.raises(ConfigError, match="classify.label_smoothing must be a number"):
+            TrainConfig.from_dict({**raw, "classify": {"label_smoothing": bad}}).resolved("cpu")

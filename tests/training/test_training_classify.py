@@ -201,3 +201,64 @@ def test_stopped_and_resumed_classify_run_matches_an_uninterrupted_one(tmp_path,
     report_a = json.loads((tmp_path / "a" / "run" / "confusion.json").read_text())
     report_b = json.loads((tmp_path / "b" / "run" / "confusion.json").read_text())
     assert report_a["matrix"] == report_b["matrix"]
+
+
+# ---- the head's start ---------------------------------------------------------------------------
+
+def _labelled_batches(tokenizer, n=12):
+    from minimind.training.batches import collate
+
+    texts = [(POEM[i:i + 12], 1) for i in range(0, 6 * n, 6)] + [(PLAY[i:i + 30], 0) for i in range(0, 15 * n, 15)]
+    rows = {"input_ids": [tokenizer.encode(t) + [tokenizer.eos_token_id] for t, _ in texts],
+            "label": [label for _, label in texts]}
+    return [collate({k: v[i:i + 8] for k, v in rows.items()}, tokenizer.pad_token_id) for i in range(0, len(texts), 8)]
+
+
+@pytest.mark.parametrize("pooling", ["last", "mean"])
+def test_a_head_started_from_class_means_points_each_class_at_its_centred_mean(tmp_path, tokenizer, pooling):
+    from minimind.classifier import pooled
+    from minimind.training.objectives.classify import head_from_class_means
+
+    model = classifier_from(load_model(save_base_model(tmp_path / "base", tokenizer)), ["play", "poem"], seed=0,
+                            pooling=pooling).train()
+    batches = _labelled_batches(tokenizer)
+    head_from_class_means(model, batches, 2)
+    assert model.training  # left as it was
+    with torch.no_grad():
+        x = torch.cat([pooled(model.model(b["input_ids"], b["attention_mask"])[0], b["attention_mask"], pooling)
+                       for b in batches])
+        y = torch.cat([b["labels"] for b in batches])
+    centre = x.mean(0)
+    means = torch.stack([x[y == c].mean(0) - centre for c in (0, 1)])
+    expected = means / ((x - centre) @ means.T).std()
+    assert torch.allclose(model.score.weight, expected, atol=1e-5)
+    logits = model.eval()(input_ids=batches[0]["input_ids"], attention_mask=batches[0]["attention_mask"]).logits
+    assert (logits.argmax(-1) == batches[0]["labels"]).float().mean() >= 0.75  # a start that already separates
+
+
+def test_a_lora_classifiers_head_starts_in_the_copy_it_trains(tmp_path, tokenizer):
+    from minimind.training.config import TrainConfig
+    from minimind.training.modes import add_lora
+    from minimind.training.objectives.classify import head_from_class_means, trained_head
+
+    base = save_base_model(tmp_path / "base", tokenizer)
+    model = classifier_from(load_model(base), ["play", "poem"], seed=0)
+    cfg = TrainConfig.from_dict({"task": "classify", "mode": "lora", "data": {"files": ["x"]},
+                                 "model": {"init_from": str(base)}}).resolved("cpu")
+    peft_model = add_lora(model, cfg)
+    head = trained_head(peft_model)
+    assert head.weight.requires_grad and head is not peft_model.get_base_model().score.original_module
+    before = peft_model.get_base_model().score.original_module.weight.clone()
+    head_from_class_means(peft_model, _labelled_batches(tokenizer), 2)
+    assert not torch.allclose(head.weight, before)
+    assert torch.equal(peft_model.get_base_model().score.original_module.weight, before)
+
+
+def test_a_run_can_start_its_head_from_class_means_and_says_so(tmp_path, tokenizer):
+    base = save_base_model(tmp_path / "base", tokenizer)
+    corpus = write_labelled_corpus(tmp_path)
+    train(classify_config(tmp_path, base, [corpus], max_steps=2, eval_every=2, classify__head_init="class_means"))
+    log = (tmp_path / "run" / "train.log").read_text(encoding="utf-8")
+    assert "the classifier's head starts from the class means of" in log
+    with pytest.raises(ConfigError, match="classify.head_init must be one of random, class_means"):
+        train(classify_config(tmp_path / "bad", base, [corpus], classify__head_init="centroids"))
