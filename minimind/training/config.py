@@ -28,7 +28,6 @@ MODES = ("pretrain", "sft", "lora", "qlora", "dpo", "distill", "grpo")
 TASKS = ("generate", "classify")  # what the model does: write text (a causal LM) or label it (a classifier)
 CLASSIFY_MODES = ("sft", "lora", "qlora")  # task classify: every weight, or LoRA / QLoRA (+ the head) trains
 CLASS_WEIGHTS = ("", "balanced")  # classify.class_weights by name: none, or every class alike (else {label: weight})
-HEAD_INITS = ("random", "class_means")  # classify.head_init: how the new head starts
 ADAPTER_MODES = ("dpo", "distill", "grpo")  # modes that train every weight or, with `adapter`, LoRA / QLoRA
 MODE_KINDS = {"dpo": "preference", "grpo": "prompts"}  # modes that learn from one corpus kind only, and that kind
 ADAPTERS = ("", "lora", "qlora")
@@ -118,9 +117,8 @@ class ClassifySection:
                                          # or {label: weight} for every class; weights the cross-entropy
     head_lr_scale: float = 10.0          # the new head learns at optim.lr times this: it starts from random where the
                                          # decoder starts trained (10: +1.4 to +1.6 macro-F1 points, benchmarks/NOTES.md)
-    label_smoothing: float = 0.0         # the training targets give this share of their mass evenly to every class
-    head_init: str = "random"            # random | class_means: the new head starts from the class means of
-                                         # the pooled features of HEAD_INIT_ROWS training rows
+    label_smoothing: float = 0.0         # the training targets give this share of their mass evenly to every
+                                         # class (0.1 on the 3-poet check: no better, benchmarks/NOTES.md)
     pooling: str = "last"                # what the head reads: the last real token's hidden state, or the mean
                                          # of every real token's (minimind/classifier.py, CLASSIFIER_POOLINGS)
 
@@ -354,8 +352,6 @@ class TrainConfig:
              f"classify.head_lr_scale must be a number in (0, 1000] (got {self.classify.head_lr_scale!r})")
         smoothing = self.classify.label_smoothing
         need(0 <= smoothing < 1, f"classify.label_smoothing must be a number in [0, 1) (got {smoothing!r})")
-        need(self.classify.head_init in HEAD_INITS,
-             f"classify.head_init must be one of {', '.join(HEAD_INITS)} (got {self.classify.head_init!r})")
         need(self.classify.pooling in CLASSIFIER_POOLINGS,
              f"classify.pooling must be one of {', '.join(CLASSIFIER_POOLINGS)} (got {self.classify.pooling!r})")
         g = self.grpo

@@ -18,14 +18,13 @@ from ..data import prepare_corpus
 from ..errors import TrainingError
 from ..tokenizer import iter_texts, load_tokenizer, save_tokenizer, train_tokenizer
 from ..vocabulary import coverage, extend_tokenizer
-from .batches import BatchStream, collate, groups_mixed, row_lengths
+from .batches import BatchStream, groups_mixed, row_lengths
 from .budget import Budget
 from .checkpoint import latest_checkpoint, load_trainer_state, remove_partial
 from .config import TrainConfig, check_mode_kind
 from .memory import check_fits
 from .modes import build_model
 from .objectives import build_objective
-from .objectives.classify import HEAD_INIT_ROWS, head_from_class_means
 from .optimizers import MUON_MAX_SHARE, choose_optimizer, make_optimizer, muon_share
 from .precision import Precision
 from .run_dir import RunDir
@@ -85,8 +84,6 @@ def set_up(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, start
         checkpoint = latest_checkpoint(run.checkpoints)
         if checkpoint is not None:
             load_weights(base_model, checkpoint, bool(cfg.adapter_kind))
-    if checkpoint is None and cfg.task == "classify" and cfg.classify.head_init == "class_means":
-        start_head_from_class_means(cfg, base_model, corpus, tokenizer.pad_token_id, log)
     if cfg.grad_checkpointing:
         getattr(base_model, "get_base_model", lambda: base_model)().activation_checkpointing_enable()
         if cfg.adapter_kind:
@@ -253,16 +250,6 @@ def choose_dropout(cfg: TrainConfig, model: torch.nn.Module, max_steps: int, str
     log(f"{passes:.1f} planned passes over the training split: residual dropout {p:g} against "
         "overfitting (model.overrides.dropout sets it)")
     return True
-
-
-def start_head_from_class_means(cfg: TrainConfig, model, corpus, pad_id: int, log) -> None:
-    """classify.head_init class_means: the head starts from the class means of a seeded sample of
-    the training rows (the same on every rank)."""
-    sample = torch.randperm(len(corpus.train), generator=torch.Generator().manual_seed(cfg.seed))[:HEAD_INIT_ROWS]
-    rows = sample.tolist()
-    batches = [collate(corpus.train[rows[i:i + cfg.batch_size]], pad_id) for i in range(0, len(rows), cfg.batch_size)]
-    head_from_class_means(model, batches, len(corpus.classes))
-    log(f"the classifier's head starts from the class means of {len(rows)} training rows")
 
 
 def step_batches(objective, model, stream: BatchStream, step: int) -> tuple[list[dict], dict]:

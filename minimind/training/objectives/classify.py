@@ -108,38 +108,3 @@ class Classify:
         figures = self.report(model, batches)
         return {name: figures[name] for name in ("loss", "accuracy", "macro_f1")}
 
-
-HEAD_INIT_ROWS = 512  # training rows read to start the head from their class means
-
-
-def trained_head(model) -> torch.nn.Linear:
-    """The classifier head that trains: `score`, or under peft the copy it trains and saves."""
-    score = getattr(model, "get_base_model", lambda: model)().score
-    copies = getattr(score, "modules_to_save", None)
-    return copies["default"] if copies is not None else score
-
-
-@torch.no_grad()
-def head_from_class_means(model, batches, classes: int) -> None:
-    """Start the new head as a nearest-centroid classifier: each class's row points at the mean of
-    its rows' pooled features, centred on the mean of all and scaled so the logits start with unit
-    spread, instead of at random. `batches` are collated labelled rows (a sample of the training split)."""
-    head = trained_head(model)
-    features, labels = [], []
-    hook = head.register_forward_hook(lambda module, args, out: features.append(args[0].detach().float()))
-    was_training = model.training
-    model.eval()
-    try:
-        for batch in batches:
-            model(input_ids=batch["input_ids"].to(head.weight.device),
-                  attention_mask=batch["attention_mask"].to(head.weight.device))
-            labels.append(batch["labels"])
-    finally:
-        hook.remove()
-        model.train(was_training)
-    x, y = torch.cat(features).cpu(), torch.cat(labels).cpu()
-    centre = x.mean(0)
-    means = torch.stack([x[y == c].mean(0) - centre if (y == c).any() else torch.zeros_like(centre)
-                         for c in range(classes)])
-    spread = ((x - centre) @ means.T).std().clamp(min=1e-6)
-    head.weight.copy_((means / spread).to(head.weight.dtype))
