@@ -318,9 +318,9 @@ def test_a_lone_greedy_request_is_timed_on_both_decoders_and_keeps_the_faster():
     calls = []
     step, speculate = engine._step, engine._speculate
 
-    def slow_speculation(request):  # speculation made 20 ms slower a pass: plain must win
+    def slow_speculation(request):  # speculation made 100 ms slower a pass: plain must win, even under load
         calls.append("speculate")
-        time.sleep(0.02)
+        time.sleep(0.1)
         speculate(request)
 
     engine._step = lambda active: calls.append("step") or step(active)
@@ -331,7 +331,7 @@ def test_a_lone_greedy_request_is_timed_on_both_decoders_and_keeps_the_faster():
     chosen = calls[trials:]
     rechecks = [i for i, call in enumerate(chosen) if call == "speculate"]
     assert rechecks and all((trials + i) % decoder_choice.RECHECK == 0 for i in rechecks)
-    assert len(chosen) - len(rechecks) > 90  # every other pass plain
+    assert len(chosen) - len(rechecks) > 80  # every other pass plain
     assert engine.describe().startswith("timed: speculative for")
 
     calls.clear()  # now plain is the slow one: speculation takes over from the next recheck on
