@@ -405,7 +405,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         if not evaluated:
             last_eval_at = first_eval_from(cfg, max_steps, eval_every)
         # due by the intervals this step ran under: a re-size below changes them, and must not
-        # skip the evaluation (or save) it was planned around
+        # skip the evaluation (or save) it was planned around, unless that evaluation would end the run
         eval_due = interval_due(step, last_eval_at, eval_every, max_steps)
         save_due = interval_due(step, last_save_at, save_every, max_steps)
         compile_step = trial is not None and trial.compiling  # (its seconds are not a training step's)
@@ -421,9 +421,19 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
             seconds_left = timing["left_s"]  # ... on one figure
             resize = budget.due(evaluated=eval_due, planned_last=last)
             if resize or budget.no_time_for_another(seconds_left, eval_due, save_due):
-                left, planned_step_s = (0, None) if not resize else budget.steps_left(
-                    seconds_left, step, (eval_due, save_due), (last_eval_at, last_save_at),
-                    lambda total: run_intervals(total)[1:3], recent=last)
+                def plan(due_now: tuple[bool, bool]) -> tuple[int, float | None]:
+                    return budget.steps_left(seconds_left, step, due_now, (last_eval_at, last_save_at),
+                                             lambda total: run_intervals(total)[1:3], recent=last)
+
+                left, planned_step_s = plan((eval_due, save_due)) if resize else (0, None)
+                if not left and (eval_due or save_due):
+                    # an interval evaluation or save due now would end the run here, with time left that
+                    # steps can use: skip them, and the final ones come at the new last step (beside a
+                    # test process, a 1-minute run whose evaluation took 6 s stopped 18 s early)
+                    left, planned_step_s = plan((False, False))
+                    if left:
+                        eval_due = save_due = False
+                        resize = True
                 extended = max_steps == step and bool(left)  # (the planned last step goes on)
                 max_steps = step + left if left else step
                 state["max_steps"] = max_steps

@@ -151,3 +151,36 @@ def test_steps_that_turn_faster_late_buy_the_time_they_leave(tmp_path, tokenizer
     assert status["state"] == "finished"
     assert 12.0 - 1.0 < clock.now - started <= 12.0, (clock.now - started, log)  # within a second, not 4 s short
     assert status["step"] > 30, log
+
+
+def test_an_evaluation_due_late_is_skipped_rather_than_ending_the_run_early(tmp_path, tokenizer_dir, monkeypatch):
+    """When an interval evaluation due at a step would leave no room for another step before the
+    final evaluation, the run skips it and goes on (the final one still comes): beside a test process,
+    a 1-minute run whose evaluation took 6 s stopped at such a step, 18 s early."""
+    clock = fake_clock(monkeypatch)
+    clock.per_batch = 0.5
+    timed_eval = LanguageModel.evaluate  # (the fake clock's)
+    evaluations = []
+
+    def slow_eval(self, model, batches):
+        evaluations.append(clock.now)
+        clock.now += 3.0
+        return timed_eval(self, model, batches)
+
+    monkeypatch.setattr(LanguageModel, "evaluate", slow_eval)
+    calls = []
+    timed_loss = LanguageModel.loss
+
+    def slow_then_fast(self, model, batch):
+        calls.append(1)
+        if len(calls) == 8:  # steps turn faster: the planned last step goes on, and an evaluation falls due
+            clock.per_batch = 0.25
+        return timed_loss(self, model, batch)
+
+    monkeypatch.setattr(LanguageModel, "loss", slow_then_fast)
+    started = clock.now
+    status = train(_timed_config(tmp_path, tokenizer_dir, budget_s=20.0))
+    log = RunDir(tmp_path / "run").log_file.read_text()
+    assert status["state"] == "finished"
+    assert 20.0 - 1.0 < clock.now - started <= 20.0, (clock.now - started, log)
+    assert len(evaluations) >= 2, log  # one while it trained, and the final one
