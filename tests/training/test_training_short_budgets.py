@@ -130,21 +130,26 @@ def test_an_evaluation_is_guessed_by_what_it_does():
     assert eval_cost_steps(grpo, 40) == pytest.approx(10 / 8)
 
 
-def test_steps_that_turn_faster_late_buy_the_time_they_leave(tmp_path, tokenizer_dir, monkeypatch):
-    """At the step planned as the last, a run whose recent steps ran faster than its plan goes on: a
-    1-minute run beside a test process that then finished ended 16 s early, its last steps 3x faster."""
-    clock = fake_clock(monkeypatch)
-    clock.per_batch = 0.5
+def _steps_turn_faster(monkeypatch, clock, at_batch: int, per_batch: float) -> None:
+    """From the `at_batch`-th micro-batch on, the fake clock charges `per_batch` seconds for each."""
     timed_loss = LanguageModel.loss  # (the fake clock's)
     calls = []
 
     def slow_then_fast(self, model, batch):
         calls.append(1)
-        if len(calls) == 12:  # the other process is done: steps take a fifth of the time
-            clock.per_batch = 0.1
+        if len(calls) == at_batch:
+            clock.per_batch = per_batch
         return timed_loss(self, model, batch)
 
     monkeypatch.setattr(LanguageModel, "loss", slow_then_fast)
+
+
+def test_steps_that_turn_faster_late_buy_the_time_they_leave(tmp_path, tokenizer_dir, monkeypatch):
+    """At the step planned as the last, a run whose recent steps ran faster than its plan goes on: a
+    1-minute run beside a test process that then finished ended 16 s early, its last steps 3x faster."""
+    clock = fake_clock(monkeypatch)
+    clock.per_batch = 0.5
+    _steps_turn_faster(monkeypatch, clock, at_batch=12, per_batch=0.1)  # the other process is done: a fifth of the time
     started = clock.now
     status = train(_timed_config(tmp_path, tokenizer_dir, budget_s=12.0))
     log = RunDir(tmp_path / "run").log_file.read_text()
@@ -168,16 +173,8 @@ def test_an_evaluation_due_late_is_skipped_rather_than_ending_the_run_early(tmp_
         return timed_eval(self, model, batches)
 
     monkeypatch.setattr(LanguageModel, "evaluate", slow_eval)
-    calls = []
-    timed_loss = LanguageModel.loss
-
-    def slow_then_fast(self, model, batch):
-        calls.append(1)
-        if len(calls) == 8:  # steps turn faster: the planned last step goes on, and an evaluation falls due
-            clock.per_batch = 0.25
-        return timed_loss(self, model, batch)
-
-    monkeypatch.setattr(LanguageModel, "loss", slow_then_fast)
+    # steps turn faster: the planned last step goes on, and an evaluation falls due
+    _steps_turn_faster(monkeypatch, clock, at_batch=8, per_batch=0.25)
     started = clock.now
     status = train(_timed_config(tmp_path, tokenizer_dir, budget_s=20.0))
     log = RunDir(tmp_path / "run").log_file.read_text()
