@@ -432,6 +432,14 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
                     # test process, a 1-minute run whose evaluation took 6 s stopped 18 s early)
                     left, planned_step_s = plan((False, False))
                     if left:
+                        # the next ones count from here, as if these had been held: otherwise they stay
+                        # due, and a later step holds them and ends the run short of the step planned
+                        skipped = " and ".join(n for n, due in (("evaluation", eval_due), ("save", save_due)) if due)
+                        log(f"the {skipped} due at step {step} skipped: it would leave no time for another step")
+                        if eval_due:
+                            last_eval_at, evaluated = step, True
+                        if save_due:
+                            last_save_at = step
                         eval_due = save_due = False
                         resize = True
                 extended = max_steps == step and bool(left)  # (the planned last step goes on)

@@ -5,6 +5,7 @@ drawn while it trains, every phase is named in status.json, and a checkpoint's c
 what it writes. On the trainer's own clock (training_helpers.fake_clock): exact on any machine."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -181,3 +182,9 @@ def test_an_evaluation_due_late_is_skipped_rather_than_ending_the_run_early(tmp_
     assert status["state"] == "finished"
     assert 20.0 - 1.0 < clock.now - started <= 20.0, (clock.now - started, log)
     assert len(evaluations) >= 2, log  # one while it trained, and the final one
+    skipped = [int(n) for n in re.findall(r"due at step (\d+) skipped", log)]
+    assert len(skipped) == 1, log
+    # the next ones count from the skipped one, and the run reaches the last step it planned (before,
+    # the skipped evaluation stayed due, and ended the run a step short of it)
+    planned = [int(n) for n in re.findall(r"re-sized to (\d+) steps", log)]
+    assert status["step"] == planned[-1], log
