@@ -8,9 +8,11 @@ Three parts, one run:
    `LlamaForCausalLM` from the same safetensors. Batch 1, a 32-token prompt, 128 new tokens
    (no stop token, so every run writes all 128), greedy, float32. Rows: our engine as chat and
    the API run it (plain or speculative greedy, whichever the engine's own timings of both
-   found faster: minimind/inference/decoder_choice.py), the engine with speculation off
-   (the like-for-like per-token decoder), speculation always on, `generate`, a sampled request, and
-   llama.cpp on our own GGUF export when llama-cpp-python is installed.
+   found faster: minimind/inference/decoder_choice.py; its draft is llama.cpp where
+   llama-cpp-python is installed, int8 otherwise: gguf_draft.py), the engine with speculation off
+   (the like-for-like per-token decoder), speculation always on with each draft, `generate`, a
+   sampled request, and llama.cpp on our own GGUF export. Where llama-cpp-python is installed, the
+   engine as a user without it runs it (int8 draft) is a row of its own.
 2. The shipped models (checkpoints/), a chat prompt from their held-out text, the same rows;
    "ours vs llama.cpp gguf-f16" compares with the export a user would run instead.
 3. (full runs) The API under load: 16 clients stream 64-token chat answers at once from a
@@ -42,7 +44,10 @@ NAME = "decode_throughput"
 DESCRIPTION = "greedy decode tok/s and time to first token of the engine chat and the API use, vs generate and llama.cpp"
 HEADLINE = ["small: ours (as chat/API) vs generate, 1 thread", "small: ours plain vs generate, 1 thread",
             "minimind-tang: ours vs llama.cpp gguf-f16, 1 thread",
-            "minimind-shakespeare: ours vs llama.cpp gguf-f16, 1 thread", "greedy tokens identical",
+            "minimind-tang: ours without llama-cpp-python vs llama.cpp gguf-f16, 1 thread",
+            "minimind-shakespeare: ours vs llama.cpp gguf-f16, 1 thread",
+            "minimind-shakespeare: ours without llama-cpp-python vs llama.cpp gguf-f16, 1 thread",
+            "greedy tokens identical",
             "page + API RSS over one model copy MB"]
 
 PROMPT_TOKENS = 32
@@ -53,8 +58,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "tang_poems_sample.jsonl"
 SHIPPED = ["minimind-tang", "minimind-shakespeare"]
 OURS = "ours: engine as chat/API run it"
+OURS_INT8 = "ours without llama-cpp-python: engine as chat/API run it"
 PLAIN = "ours: engine, speculation off"
-SPECULATIVE = "ours: engine, speculation on"
+SPEC_INT8 = "ours: engine, speculation on, int8 draft"
+SPEC_CPP = "ours: engine, speculation on, llama.cpp draft"
 REFERENCE = "reference: LlamaForCausalLM.generate"
 
 
@@ -202,14 +209,19 @@ def _compare(label: str, model, tokenizer, prompt: list[int], threads: int, repe
     import torch
 
     from minimind.inference import Engine
+    from minimind.inference.gguf_draft import llama_cpp_installed
 
     torch.set_num_threads(threads)
     reference = _as_llama(model)
-    ours = Engine(model)
-    fns = {OURS: lambda: _time_engine(ours, prompt),
-           PLAIN: lambda: _time_engine(Engine(model, speculate=False), prompt),
-           SPECULATIVE: lambda: _time_engine(Engine(model, speculate=True), prompt),
-           REFERENCE: lambda: _time_reference(reference, prompt)}
+    # each engine made once and kept, as chat keeps the model's: its draft and timings persist
+    decoders = {OURS: Engine(model), PLAIN: Engine(model, speculate=False),
+                SPEC_INT8: Engine(model, speculate=True, draft="int8")}
+    if llama_cpp_installed():  # then the chat's engine drafts with llama.cpp: the int8 path beside it
+        decoders.update({OURS_INT8: Engine(model, draft="int8"),
+                         SPEC_CPP: Engine(model, speculate=True, draft="llama.cpp")})
+    fns = {name: (lambda engine=engine: _time_engine(engine, prompt)) for name, engine in decoders.items()}
+    fns[REFERENCE] = lambda: _time_reference(reference, prompt)
+    ours = decoders[OURS]
     if not quick:
         fns["ours: sampled t=0.8 k=40 p=0.9"] = lambda: _time_engine(ours, prompt, temperature=0.8, top_k=40,
                                                                        top_p=0.9, seed=0)
@@ -223,9 +235,9 @@ def _compare(label: str, model, tokenizer, prompt: list[int], threads: int, repe
             for llm in engines.values():
                 llm.close()
     ref_speed, _, ref_tokens = results[REFERENCE]
-    mode = ours.describe()
+    modes = {name: decoders[name].describe() for name in (OURS, OURS_INT8) if name in decoders}
     return [{"model": label, "weights": weights, "threads": threads,
-             "decoder": name + (f" ({mode})" if name == OURS else ""), "tok/s": speed,
+             "decoder": name + (f" ({modes[name]})" if name in modes else ""), "tok/s": speed,
              "vs generate": speed / ref_speed, "TTFT ms": ttft,
              "same tokens as generate": "-" if "sampled" in name else _agreement(tokens, ref_tokens)}
             for name, (speed, ttft, tokens) in results.items()]
@@ -266,13 +278,17 @@ def run(quick: bool = False) -> dict:
     summary["small: ours TTFT ms, 1 thread"] = ours["TTFT ms"]
     summary["small: generate TTFT ms, 1 thread"] = pick("small", 1, REFERENCE)["TTFT ms"]
     for name in SHIPPED:
-        o, p, s = pick(name, 1, OURS), pick(name, 1, PLAIN), pick(name, 1, SPECULATIVE)
+        o, p, s = pick(name, 1, OURS), pick(name, 1, PLAIN), pick(name, 1, SPEC_INT8)
         summary[f"{name}: decoder chat/API use"] = o["decoder"]
-        summary[f"{name}: speculation on / off"] = s["tok/s"] / p["tok/s"]
+        summary[f"{name}: speculation (int8 draft) on / off"] = s["tok/s"] / p["tok/s"]
         summary[f"{name}: ours tok/s, 1 thread"] = o["tok/s"]
         cpp = pick(name, 1, "llama.cpp gguf-f16")
         summary[f"{name}: ours vs llama.cpp gguf-f16, 1 thread"] = (
             o["tok/s"] / cpp["tok/s"] if cpp else "not measured (llama-cpp-python is not installed)")
+        without = pick(name, 1, OURS_INT8)
+        if cpp and without:
+            summary[f"{name}: ours without llama-cpp-python vs llama.cpp gguf-f16, 1 thread"] = (
+                without["tok/s"] / cpp["tok/s"])
     summary["greedy tokens identical"] = all(r["same tokens as generate"] == "yes" for r in rows
                                              if r["decoder"].startswith("ours") and "sampled" not in r["decoder"])
     if not quick and SAMPLES.is_file() and torch.device("cpu").type == "cpu":

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from ..errors import ExportError
-from .gguf_vocab import vocab_metadata, vocab_refusal, write_vocab
+from .gguf_vocab import placeholder_vocab, vocab_metadata, vocab_refusal, write_vocab
 from .llama import family_of, require_dense
 
 GGUF_TYPES = ("f16", "q8_0")
@@ -175,32 +175,52 @@ def _write_special_tokens(writer, tokenizer, vocab: dict) -> None:
 
 def write_gguf(model, tokenizer, out_dir: Path, qtype: str, name: str = "MiniMind", stem: str = "model") -> Path:
     """Write `out_dir/<stem>-<qtype>.gguf` (qtype "f16" or "q8_0") for a dense model."""
+    require_dense(model.config, f"gguf-{qtype}")
+    reason = gguf_refusal(model.config, tokenizer)
+    if reason:
+        raise ExportError(f"{reason}; export hf or llama instead")
+    vocab = vocab_metadata(tokenizer, model.config.vocab_size)
+
+    def write_tokenizer(writer) -> None:
+        write_vocab(writer, vocab)
+        _write_special_tokens(writer, tokenizer, vocab)
+        template = plain_chat_template(getattr(tokenizer, "chat_template", None))
+        if template:
+            writer.add_chat_template(template)
+
+    return _write_file(model, out_dir / gguf_file_name(qtype, stem), qtype, name, write_tokenizer)
+
+
+def write_draft_gguf(model, out_dir: Path, qtype: str = "q8_0") -> Path:
+    """A GGUF of the model's weights alone, for llama.cpp to run on token ids (the engine's draft,
+    minimind/inference/gguf_draft.py): its vocabulary is placeholders, since nothing reads text."""
+    require_dense(model.config, f"gguf-{qtype}")
+    reason = architecture_refusal(model.config)
+    if reason:
+        raise ExportError(reason)
+    vocab = placeholder_vocab(model.config.vocab_size)
+    return _write_file(model, out_dir / gguf_file_name(qtype, "draft"), qtype, "MiniMind draft",
+                       lambda writer: write_vocab(writer, vocab))
+
+
+def _write_file(model, path: Path, qtype: str, name: str, write_tokenizer) -> Path:
+    """The GGUF at `path`: shape, `write_tokenizer(writer)`'s keys, then the weights."""
     import gguf
 
     config = model.config
-    require_dense(config, f"gguf-{qtype}")
-    reason = gguf_refusal(config, tokenizer)
-    if reason:
-        raise ExportError(f"{reason}; export hf or llama instead")
     arch = gguf_architecture(config)
-    vocab = vocab_metadata(tokenizer, config.vocab_size)
     state = {k: v for k, v in model.state_dict().items()
              # llama.cpp reuses token_embd as the output matrix when output.weight is absent
              if not (k == "lm_head.weight" and config.tie_word_embeddings)}
     names = _tensor_names(config, arch, state)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / gguf_file_name(qtype, stem)
+    path.parent.mkdir(parents=True, exist_ok=True)
 
     writer = gguf.GGUFWriter(path, arch)
     writer.add_name(name)
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if qtype == "q8_0" else gguf.LlamaFileType.MOSTLY_F16)
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
     _write_shape(writer, config)
-    write_vocab(writer, vocab)
-    _write_special_tokens(writer, tokenizer, vocab)
-    template = plain_chat_template(getattr(tokenizer, "chat_template", None))
-    if template:
-        writer.add_chat_template(template)
+    write_tokenizer(writer)
 
     if getattr(config, "rope_scaling_type", None) == "llama3":
         writer.add_tensor(gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FREQS] + ".weight", llama3_rope_factors(config))

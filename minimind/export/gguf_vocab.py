@@ -181,6 +181,16 @@ def vocab_metadata(tokenizer, vocab_size: int) -> dict:
     return out
 
 
+def placeholder_vocab(vocab_size: int) -> dict:
+    """A `vocab_metadata`-shaped vocabulary of `vocab_size` placeholder pieces, for a GGUF that
+    llama.cpp runs on token ids alone (sentencepiece style: a list and scores, no merges)."""
+    from gguf import TokenType
+
+    return {"model": "llama", "pre": "default", "tokens": [f"[ID{i}]" for i in range(vocab_size)],
+            "types": [TokenType.NORMAL] * vocab_size, "scores": [0.0] * vocab_size,
+            "add_bos": False, "add_eos": False}
+
+
 def write_vocab(writer, vocab: dict) -> None:
     """The `tokenizer.ggml.*` keys of `vocab_metadata`'s result."""
     writer.add_tokenizer_model(vocab["model"])

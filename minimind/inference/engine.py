@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 import torch
 
 from .decoder_choice import DecoderChoice
+from .gguf_draft import GgufDraft, close_all as close_gguf_drafts, llama_cpp_installed
 from .recurrent import RecurrentWeights, StateCache, handles as recurrent_handles
 from .recurrent import forward as recurrent_forward
 from .forward import KVCache, forward
@@ -34,7 +35,9 @@ from .weak_cache import WeakCache
 from .weights import Weights
 
 IDLE_S = 2.0
-LOOKAHEAD = 8                      # tokens the draft guesses per exact pass (speculative greedy decoding)
+# tokens a draft guesses per exact pass (speculative greedy decoding): llama.cpp's guesses cost a
+# third of int8's, so more of them pay (Tang and Shakespeare: 12 beat 8 by 6-25 %; int8: 8 beat 4, 6, 12)
+LOOKAHEAD = {"int8": 8, "llama.cpp": 12}
 _END = object()
 _RUNNING: "weakref.WeakSet[Engine]" = weakref.WeakSet()  # engines with a decode thread, stopped at exit
 _ENGINES: WeakCache[Engine] = WeakCache()                 # each model's engine, while the model lives
@@ -100,10 +103,12 @@ class _Request:
 class Engine:
     """Decodes one model's requests (see the module docstring). Thread-safe."""
 
-    def __init__(self, model, max_batch: int = 16, speculate: bool | None = None):
+    def __init__(self, model, max_batch: int = 16, speculate: bool | None = None, draft: str | None = None):
         """`speculate`: True or False decodes lone greedy requests speculatively always or never;
         None (the default) times both where speculation can run and keeps the faster
-        (decoder_choice.py)."""
+        (decoder_choice.py). `draft`: what guesses for speculation, "llama.cpp" (gguf_draft.py)
+        or "int8" (weights.py); None (the default) is llama.cpp where llama-cpp-python is
+        installed and the model's GGUF export holds it, int8 otherwise."""
         self._model = weakref.ref(model)    # the engine cache is keyed by the model: the engine must not hold it
         self.max_batch = max(1, max_batch)
         # the backend: the transformer layer loop (forward.py) or an LSTM's state (recurrent.py)
@@ -117,7 +122,12 @@ class Engine:
             speculate = False
         self.speculate = speculate
         self.choice = DecoderChoice() if speculate is None else None
-        self.lookahead = 0 if speculate is False else LOOKAHEAD
+        if draft not in (None, *LOOKAHEAD):
+            raise ValueError(f"draft {draft!r}: use 'llama.cpp' or 'int8'")
+        self.draft = draft if draft is not None else ("llama.cpp" if llama_cpp_installed() else "int8")
+        self.lookahead = 0 if speculate is False else LOOKAHEAD[self.draft]
+        self.draft_note = ""                   # why the llama.cpp draft could not be used, if it could not
+        self._gguf: tuple[Weights, GgufDraft] | None = None  # the llama.cpp draft and the weights it copies
         self.vocab_size = self.weights.vocab_size
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -235,31 +245,73 @@ class Engine:
         self.choice.record(speculative, time.perf_counter() - start, request.count - count)
 
     def describe(self) -> str:
-        """How lone greedy requests decode: "plain", "speculative" or what the timings chose."""
-        return self.choice.describe() if self.choice is not None else ("speculative" if self.speculate else "plain")
+        """How lone greedy requests decode: "plain", "speculative" or what the timings chose, and
+        with which draft."""
+        mode = self.choice.describe() if self.choice is not None else ("speculative" if self.speculate else "plain")
+        if self.speculate is False:
+            return mode
+        return f"{mode}; {self.draft} draft" + (f" ({self.draft_note})" if self.draft_note else "")
+
+    def _gguf_draft(self, w: Weights) -> GgufDraft | None:
+        """The llama.cpp draft of these weights, made on first use (and again once the weights
+        change in place); None where it cannot be made, and the engine guesses with int8 from
+        then on, saying why in `draft_note`."""
+        if self._gguf is not None and self._gguf[0] is w:
+            return self._gguf[1]
+        model = self._model()
+        if self._gguf is not None:
+            self._gguf[1].close()
+            self._gguf = None
+        if model is None:
+            return None
+        try:
+            self._gguf = (w, GgufDraft(model, w.max_positions, torch.get_num_threads()))
+        except Exception as err:  # an export the GGUF cannot hold, a llama.cpp that fails to load it
+            self._draft_fails(err)
+            return None
+        return self._gguf[1]
+
+    def _draft_fails(self, err: BaseException) -> None:
+        self.draft, self.draft_note = "int8", f"no llama.cpp draft: {err}"
+        self.lookahead = LOOKAHEAD["int8"]
+        if self._gguf is not None:
+            self._gguf[1].close()
+            self._gguf = None
+
+    def _guess(self, request: _Request, w: Weights, k: int) -> list[int]:
+        """The draft's `k` greedy tokens after the request's tokens."""
+        if self.draft == "llama.cpp":
+            gguf = self._gguf_draft(w)
+            if gguf is not None:
+                try:
+                    return gguf.guess(request.tokens, k)
+                except Exception as err:
+                    self._draft_fails(err)
+        draft = w.draft()
+        if request.draft_cache is None:
+            request.draft_cache = KVCache(draft, request.cache.capacity)
+        guessing = request.draft_cache
+        guesses: list[int] = []
+        unseen = request.tokens[guessing.length:]   # the draft catches up on what it has not seen, then guesses
+        logits = forward(draft, torch.tensor([unseen], device=w.device), [guessing])[0]
+        for i in range(k):
+            guesses.append(int(logits.argmax()))
+            if i < k - 1:
+                logits = forward(draft, torch.tensor([[guesses[-1]]], device=w.device), [guessing])[0]
+        return guesses
 
     def _speculate(self, request: _Request) -> None:
-        """Greedy decoding that reads the exact weights once per several tokens: the int8 draft
-        guesses up to `lookahead` tokens one by one, the exact weights run the last token and all
-        guesses in one pass, and the sampler picks each position's token from the exact logits in
-        order, as plain decoding would. Guesses are kept while they equal the pick; the first
+        """Greedy decoding that reads the exact weights once per several tokens: the draft
+        (llama.cpp or int8) guesses up to `lookahead` tokens one by one, the exact weights run the
+        last token and all guesses in one pass, and the sampler picks each position's token from
+        the exact logits in order, as plain decoding would. Guesses are kept while they equal the pick; the first
         mismatch is replaced by the pick. So the tokens are the exact greedy ones (penalty and
         UTF-8 guard included); the draft only decides how many come per pass."""
         try:
             w = self.weights
-            draft = w.draft()
-            if request.draft_cache is None:
-                request.draft_cache = KVCache(draft, request.cache.capacity)
-            exact, guessing = request.cache, request.draft_cache
+            exact = request.cache
             k = min(self.lookahead, request.max_new_tokens - request.count - 1, exact.capacity - exact.length - 1)
-            guesses: list[int] = []
-            if k > 0:  # the draft catches up on what it has not seen, then guesses
-                unseen = request.tokens[guessing.length:]
-                logits = forward(draft, torch.tensor([unseen], device=w.device), [guessing])[0]
-                for i in range(k):
-                    guesses.append(int(logits.argmax()))
-                    if i < k - 1:
-                        logits = forward(draft, torch.tensor([[guesses[-1]]], device=w.device), [guessing])[0]
+            guesses = self._guess(request, w, k) if k > 0 else []
             start = exact.length
             rows = forward(w, torch.tensor([[request.last] + guesses], device=w.device), [exact], all_logits=True)[0]
         except Exception as err:
@@ -275,7 +327,8 @@ class Engine:
             return
         if not request.done:
             exact.length = start + i + 1              # the last token, then the guesses that were kept
-            guessing.length = min(guessing.length, exact.length)
+            if request.draft_cache is not None:
+                request.draft_cache.length = min(request.draft_cache.length, exact.length)
 
 
 @atexit.register
@@ -284,6 +337,7 @@ def _stop_all() -> None:
         thread = engine.retire()
         if thread is not None:
             thread.join(timeout=5)
+    close_gguf_drafts()
 
 
 def speculation_possible(weights: Weights) -> bool:

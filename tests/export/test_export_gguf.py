@@ -11,9 +11,12 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 
 from minimind.checkpoint import load_model
 from minimind.export import export_many, load_source
-from minimind.export.gguf import plain_chat_template, rotary_to_interleaved
+from minimind import MiniMindForCausalLM
+from minimind.errors import ExportError
+from minimind.export.gguf import plain_chat_template, rotary_to_interleaved, write_draft_gguf
 from minimind.export.verify import make_reference
 from minimind.model import apply_rotary
+from helpers import tiny_config
 from test_export import EVAL_TEXTS, trained_model_dir
 
 TEXTS = {
@@ -123,6 +126,25 @@ def test_gguf_metadata_describes_a_gpt2_bpe_with_control_tokens(ggufs, tokenizer
     assert "output.weight" not in kinds  # tied: llama.cpp reuses token_embd
     assert kinds["blk.0.attn_q.weight"] == "Q8_0" and kinds["token_embd.weight"] == "Q8_0"
     assert kinds["blk.0.attn_norm.weight"] == "F32" and kinds["output_norm.weight"] == "F32"
+
+
+def test_a_draft_gguf_holds_the_weights_and_placeholder_pieces(tmp_path):
+    """The engine's llama.cpp draft (minimind/inference/gguf_draft.py) reads token ids only: its
+    GGUF needs no tokenizer, one placeholder piece per embedding row, and Q8_0 matrices. A model
+    llama.cpp cannot run is refused with the reason."""
+    import gguf
+
+    model = MiniMindForCausalLM(tiny_config())
+    reader = gguf.GGUFReader(write_draft_gguf(model, tmp_path))
+    field = lambda key: reader.get_field(key).contents()  # noqa: E731
+    tokens = field("tokenizer.ggml.tokens")
+    assert field("tokenizer.ggml.model") == "llama" and len(tokens) == model.config.vocab_size
+    assert tokens[:2] == ["[ID0]", "[ID1]"] and len(set(tokens)) == len(tokens)
+    assert reader.get_field("tokenizer.ggml.eos_token_id") is None  # no token is special
+    kinds = {t.name: t.tensor_type.name for t in reader.tensors}
+    assert kinds["blk.0.attn_q.weight"] == "Q8_0" and kinds["blk.0.attn_norm.weight"] == "F32"
+    with pytest.raises(ExportError, match="mixture-of-experts"):
+        write_draft_gguf(MiniMindForCausalLM(tiny_config(use_moe=True, num_experts=4)), tmp_path / "moe")
 
 
 def test_plain_chat_template_renders_like_ours(tokenizer):
