@@ -251,7 +251,7 @@ def run(quick: bool = False) -> dict:
     from minimind.checkpoint import load_model, load_tokenizer_for
 
     default_threads = torch.get_num_threads()
-    repeats = 2 if quick else 5
+    repeats = 2 if quick else 9  # medians of 9: single calls here vary by up to a third (a 789 among 1,100s)
     rows: list[dict] = []
     try:
         small, small_tokenizer, weights = _small(quick)
