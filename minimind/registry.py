@@ -38,7 +38,7 @@ class LoadedModel:
     sampling: object = None                    # its saved sampling defaults (sampling_params.SamplingParams)
 
     def memory_bytes(self) -> int:
-        return self.engine.weights.memory_bytes()
+        return self.engine.memory_bytes()
 
 
 @dataclass

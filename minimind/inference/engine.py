@@ -252,6 +252,10 @@ class Engine:
             return mode
         return f"{mode}; {self.draft} draft" + (f" ({self.draft_note})" if self.draft_note else "")
 
+    def memory_bytes(self) -> int:
+        """The prepared weights (blocked copies and int8 draft included) and the llama.cpp draft."""
+        return self.weights.memory_bytes() + (self._gguf[1].memory_bytes if self._gguf is not None else 0)
+
     def _gguf_draft(self, w: Weights) -> GgufDraft | None:
         """The llama.cpp draft of these weights, made on first use (and again once the weights
         change in place); None where it cannot be made, and the engine guesses with int8 from

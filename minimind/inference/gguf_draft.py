@@ -48,6 +48,7 @@ class GgufDraft:
         folder = Path(tempfile.mkdtemp(prefix="minimind-draft-"))
         try:
             path = write_draft_gguf(model, folder, DRAFT_TYPE)
+            self.memory_bytes = path.stat().st_size + _kv_bytes(model.config, context)
             # read into memory (no mmap): the file is deleted right after
             self._llm = Llama(model_path=str(path), n_ctx=context, n_batch=min(512, context), n_threads=threads,
                               n_threads_batch=threads, use_mmap=False, verbose=False)
@@ -71,6 +72,12 @@ class GgufDraft:
         llm, self._llm = getattr(self, "_llm", None), None
         if llm is not None:
             llm.close()
+
+
+def _kv_bytes(config, context: int) -> int:
+    """llama.cpp's KV cache for `context` positions: float16 keys and values for every layer."""
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    return 2 * 2 * context * config.num_hidden_layers * config.num_key_value_heads * head_dim
 
 
 def close_all() -> None:

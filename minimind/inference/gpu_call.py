@@ -45,6 +45,10 @@ class GpuCallEngine:
         self.max_batch = local.max_batch
         self._call = gpu(duration)(_decoder(model))
 
+    def memory_bytes(self) -> int:
+        """What the app process holds for this model (its own engine's weights)."""
+        return self.local.memory_bytes()
+
     def retire(self):
         """Let the app process's engine go (the registry evicts the model); calls in flight finish."""
         return self.local.retire()

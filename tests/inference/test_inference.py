@@ -328,6 +328,10 @@ def test_the_llama_cpp_draft_is_the_default_and_int8_guesses_where_it_cannot():
     # its GGUF computes the same model: most guesses are kept (8.6 tokens a pass here, as int8's)
     assert len(passes) <= 120 / 6, len(passes)
     first = engine._gguf[1]
+    # counted with the weights (the registry's memory budget): at least Q8_0's 34 bytes per 32
+    # weights, less than float32's 4 bytes a weight (its vocabulary and KV cache included)
+    weights = sum(p.numel() for p in model.parameters() if p.dim() == 2)
+    assert 34 / 32 * weights < engine.memory_bytes() - engine.weights.memory_bytes() < 4 * weights
     with torch.no_grad():
         model.model.layers[0].mlp.down_proj.weight.mul_(-1.0)
     assert _greedy(engine, PROMPTS[1], 60) == _generate(model, PROMPTS[1], 60)
