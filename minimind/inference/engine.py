@@ -32,12 +32,13 @@ from .recurrent import forward as recurrent_forward
 from .forward import KVCache, forward
 from .sampler import Sampler
 from .weak_cache import WeakCache
-from .weights import Weights
+from .weights import EngineError, Weights
 
 IDLE_S = 2.0
 # tokens a draft guesses per exact pass (speculative greedy decoding): llama.cpp's guesses cost a
 # third of int8's, so more of them pay (Tang and Shakespeare: 12 beat 8 by 6-25 %; int8: 8 beat 4, 6, 12)
 LOOKAHEAD = {"int8": 8, "llama.cpp": 12}
+GUESS_FAILURES = 3                 # llama.cpp guesses failing in a row before the engine guesses with int8 for good
 _END = object()
 _RUNNING: "weakref.WeakSet[Engine]" = weakref.WeakSet()  # engines with a decode thread, stopped at exit
 _ENGINES: WeakCache[Engine] = WeakCache()                 # each model's engine, while the model lives
@@ -128,11 +129,14 @@ class Engine:
         self.lookahead = 0 if speculate is False else LOOKAHEAD[self.draft]
         self.draft_note = ""                   # why the llama.cpp draft could not be used, if it could not
         self._gguf: tuple[Weights, GgufDraft] | None = None  # the llama.cpp draft and the weights it copies
+        self._draft_made = False               # a draft was made during the current pass (not timed)
+        self._guess_failures = 0               # llama.cpp guesses failed in a row
         self.vocab_size = self.weights.vocab_size
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._retiring = False
+        self._stopping = threading.Event()    # set at exit: requests under way end, the thread returns
 
     def submit(self, prompt_ids: Sequence[int], sampler: Sampler, max_new_tokens: int,
                stop_ids: Sequence[int] = ()) -> TokenStream:
@@ -160,6 +164,12 @@ class Engine:
                 self._inbox.put(None)
         return thread
 
+    def stop(self) -> threading.Thread | None:
+        """End the decode thread after its current pass, ending the requests under way with an error
+        (at exit: a thread still decoding while the interpreter shuts down aborts the process)."""
+        self._stopping.set()
+        return self.retire()
+
     def _next_batch(self, waiting: list[_Request], idle: bool) -> bool:
         """Move new requests to `waiting`; when idle, wait for one. False: nothing came, the thread ends."""
         try:
@@ -186,6 +196,12 @@ class Engine:
         active: list[_Request] = []
         waiting: list[_Request] = []
         while self._next_batch(waiting, idle=not active and not waiting):
+            if self._stopping.is_set():
+                for request in active + waiting:
+                    request.finish(EngineError("the engine stopped: the process is exiting"))
+                with self._lock:
+                    self._thread = None
+                return
             while waiting and len(active) < self.max_batch:
                 request = waiting.pop(0)
                 if request.live and self._prefill(request):
@@ -238,11 +254,13 @@ class Engine:
             return
         speculative = self.choice.speculate()
         start, count = time.perf_counter(), request.count
+        self._draft_made = False
         if speculative:
             self._speculate(request)
         else:
             self._step([request])
-        self.choice.record(speculative, time.perf_counter() - start, request.count - count)
+        if not self._draft_made:  # a pass that made a draft (first, or after the weights changed) is not timed
+            self.choice.record(speculative, time.perf_counter() - start, request.count - count)
 
     def describe(self) -> str:
         """How lone greedy requests decode: "plain", "speculative" or what the timings chose, and
@@ -254,7 +272,8 @@ class Engine:
 
     def memory_bytes(self) -> int:
         """The prepared weights (blocked copies and int8 draft included) and the llama.cpp draft."""
-        return self.weights.memory_bytes() + (self._gguf[1].memory_bytes if self._gguf is not None else 0)
+        gguf = self._gguf  # (read once: the decode thread may drop it meanwhile)
+        return self.weights.memory_bytes() + (gguf[1].memory_bytes if gguf is not None else 0)
 
     def _gguf_draft(self, w: Weights) -> GgufDraft | None:
         """The llama.cpp draft of these weights, made on first use (and again once the weights
@@ -263,11 +282,12 @@ class Engine:
         if self._gguf is not None and self._gguf[0] is w:
             return self._gguf[1]
         model = self._model()
-        if self._gguf is not None:
-            self._gguf[1].close()
-            self._gguf = None
+        stale, self._gguf = self._gguf, None
+        if stale is not None:
+            stale[1].close()
         if model is None:
             return None
+        self._draft_made = True
         try:
             self._gguf = (w, GgufDraft(model, w.max_positions, torch.get_num_threads()))
         except Exception as err:  # an export the GGUF cannot hold, a llama.cpp that fails to load it
@@ -276,21 +296,26 @@ class Engine:
         return self._gguf[1]
 
     def _draft_fails(self, err: BaseException) -> None:
+        """The llama.cpp draft cannot be made, or failed GUESS_FAILURES guesses in a row: int8 from now on."""
         self.draft, self.draft_note = "int8", f"no llama.cpp draft: {err}"
         self.lookahead = LOOKAHEAD["int8"]
-        if self._gguf is not None:
-            self._gguf[1].close()
-            self._gguf = None
+        gguf, self._gguf = self._gguf, None
+        if gguf is not None:
+            gguf[1].close()
 
     def _guess(self, request: _Request, w: Weights, k: int) -> list[int]:
         """The draft's `k` greedy tokens after the request's tokens."""
         if self.draft == "llama.cpp":
             gguf = self._gguf_draft(w)
-            if gguf is not None:
+            if gguf is not None and gguf.fits(request.tokens, k):  # (past its context: int8 guesses)
                 try:
-                    return gguf.guess(request.tokens, k)
-                except Exception as err:
-                    self._draft_fails(err)
+                    guesses = gguf.guess(request.tokens, k)
+                    self._guess_failures = 0
+                    return guesses
+                except Exception as err:  # this pass guesses with int8; only repeated failures end the draft
+                    self._guess_failures += 1
+                    if self._guess_failures >= GUESS_FAILURES:
+                        self._draft_fails(err)
         draft = w.draft()
         if request.draft_cache is None:
             request.draft_cache = KVCache(draft, request.cache.capacity)
@@ -338,7 +363,7 @@ class Engine:
 @atexit.register
 def _stop_all() -> None:
     for engine in list(_RUNNING):
-        thread = engine.retire()
+        thread = engine.stop()
         if thread is not None:
             thread.join(timeout=5)
     close_gguf_drafts()

@@ -18,12 +18,16 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import tempfile
+import threading
 import weakref
 from pathlib import Path
 
 from .weights import EngineError
 
 DRAFT_TYPE = "q8_0"   # a quarter of float32's bytes, as the int8 draft; Tang guesses 8 % faster than with f16
+# positions the draft's context holds (llama.cpp allocates its KV cache whole, at load): an import
+# with a 131,072-token context would otherwise hold gigabytes for it; longer sequences guess with int8
+DRAFT_CONTEXT = 2048
 _OPEN: "weakref.WeakSet[GgufDraft]" = weakref.WeakSet()  # closed at exit, before llama.cpp unloads
 
 
@@ -37,6 +41,7 @@ class GgufDraft:
     of the longest prefix the two share and reads the rest (llama-cpp-python's prefix match)."""
 
     def __init__(self, model, context: int, threads: int):
+        """`context`: the positions it can hold (at most DRAFT_CONTEXT are allocated)."""
         from llama_cpp import Llama
 
         from ..export.gguf import architecture_refusal, write_draft_gguf
@@ -45,6 +50,7 @@ class GgufDraft:
         reason = not_llama_shaped(model.config) or architecture_refusal(model.config)
         if reason:
             raise EngineError(f"llama.cpp cannot run it: {reason}")
+        context = min(context, DRAFT_CONTEXT)
         folder = Path(tempfile.mkdtemp(prefix="minimind-draft-"))
         try:
             path = write_draft_gguf(model, folder, DRAFT_TYPE)
@@ -55,21 +61,34 @@ class GgufDraft:
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         self.context = context
+        self._lock = threading.Lock()  # a guess and close() never overlap (close at exit, from another thread)
         _OPEN.add(self)
 
+    def fits(self, tokens: list[int], k: int) -> bool:
+        """Whether `tokens` and `k` guesses after them fit the context."""
+        return len(tokens) + k <= self.context
+
     def guess(self, tokens: list[int], k: int) -> list[int]:
-        """The draft's `k` greedy tokens after `tokens`."""
+        """The draft's `k` greedy tokens after `tokens` (RuntimeError once closed)."""
         if k <= 0:
             return []
         guesses: list[int] = []
-        for token in self._llm.generate(tokens, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0):
-            guesses.append(int(token))
-            if len(guesses) == k:
-                break
+        with self._lock:
+            if self._llm is None:
+                raise RuntimeError("the llama.cpp draft is closed")
+            for token in self._llm.generate(tokens, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0):
+                guesses.append(int(token))
+                if len(guesses) == k:
+                    break
         return guesses
 
     def close(self) -> None:
-        llm, self._llm = getattr(self, "_llm", None), None
+        """Free the context and the weights, after a guess under way."""
+        lock = getattr(self, "_lock", None)
+        if lock is None:  # (made only in part)
+            return
+        with lock:
+            llm, self._llm = self._llm, None
         if llm is not None:
             llm.close()
 

@@ -2,6 +2,9 @@
 `generate`, a batch equal to its requests alone, one copy of the weights, and a sampler that behaves."""
 
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -15,7 +18,7 @@ from minimind.inference import engine as engine_module
 from minimind.inference.forward import KVCache, forward
 from minimind.inference.gguf_draft import llama_cpp_installed
 
-from helpers import tiny_config
+from helpers import ROOT, tiny_config
 
 PROMPTS = [[7, 300, 41, 99, 5], [250] * 3 + list(range(40, 70)), [11], [250, 251] * 9]
 # the drafts of speculative decoding; llama.cpp's where llama-cpp-python is installed (not in CI)
@@ -344,6 +347,103 @@ def test_the_llama_cpp_draft_is_the_default_and_int8_guesses_where_it_cannot():
                                  "mixture-of-experts models are not supported)")
 
 
+@pytest.mark.llama_cpp
+@pytest.mark.skipif(not llama_cpp_installed(), reason="llama-cpp-python is not installed")
+def test_the_llama_cpp_draft_copes_with_long_sequences_failed_guesses_and_a_close_from_another_thread(
+        monkeypatch):
+    """Past the draft's context (its KV cache is allocated whole, so it is bounded) a pass guesses
+    with int8; a failed guess costs that pass its llama.cpp guesses, and GUESS_FAILURES in a row
+    end the draft; close() waits for a guess under way (at exit, from another thread: freeing
+    llama.cpp under a running guess crashed the process). The pass that makes the draft is not timed."""
+    from minimind.inference import gguf_draft
+
+    model = _model()
+    plain = _greedy(Engine(model, speculate=False), PROMPTS[1], 80)
+    monkeypatch.setattr(gguf_draft, "DRAFT_CONTEXT", 64)
+    engine = Engine(model)
+    passes, lone = [], engine._lone_greedy
+    engine._lone_greedy = lambda request: passes.append(1) or lone(request)
+    assert _greedy(engine, PROMPTS[1], 80) == plain  # 33 + 80 positions: past 64, int8 guesses
+    engine.retire().join(5)  # (the decode thread records its last pass after the stream ends)
+    assert engine.draft == "llama.cpp" and engine._gguf[1].context == 64
+    assert engine.choice.passes == len(passes) - 1  # the pass that made the draft was not timed
+
+    calls = []
+    real = gguf_draft.GgufDraft.guess
+
+    def failing(self, tokens, k):
+        calls.append(k)
+        if len(calls) <= engine_module.GUESS_FAILURES - 1:
+            raise RuntimeError("a guess failed")
+        return real(self, tokens, k)
+
+    engine = Engine(model, speculate=True)
+    monkeypatch.setattr(gguf_draft.GgufDraft, "guess", failing)
+    assert _greedy(engine, PROMPTS[0], 40) == _greedy(Engine(model, speculate=False), PROMPTS[0], 40)
+    assert engine.draft == "llama.cpp" and len(calls) >= engine_module.GUESS_FAILURES  # failed one short of the limit
+    monkeypatch.setattr(gguf_draft.GgufDraft, "guess", lambda self, tokens, k: 1 / 0)
+    assert _greedy(engine, PROMPTS[0], 40) == _greedy(Engine(model, speculate=False), PROMPTS[0], 40)
+    assert engine.draft == "int8" and "division by zero" in engine.draft_note
+    monkeypatch.setattr(gguf_draft.GgufDraft, "guess", real)
+
+    draft = gguf_draft.GgufDraft(model, 64, 1)
+    entered, release, out = threading.Event(), threading.Event(), []
+    generate = draft._llm.generate
+
+    def held(*args, **kwargs):
+        entered.set()
+        release.wait(5)
+        yield from generate(*args, **kwargs)
+
+    draft._llm.generate = held
+    guessing = threading.Thread(target=lambda: out.append(draft.guess(PROMPTS[0], 4)))
+    guessing.start()
+    assert entered.wait(5)
+    closing = threading.Thread(target=draft.close)
+    closing.start()
+    closing.join(0.3)
+    assert closing.is_alive()  # waits for the guess
+    release.set()
+    guessing.join(5)
+    closing.join(5)
+    assert not closing.is_alive() and len(out[0]) == 4
+    with pytest.raises(RuntimeError, match="closed"):
+        draft.guess(PROMPTS[0], 4)
+
+
+EXIT_WHILE_DECODING = """
+import sys
+sys.path[:0] = [sys.argv[1], sys.argv[1] + "/inference"]
+from test_inference import _model
+from minimind.inference import Engine, Sampler
+
+stream = Engine(_model(max_position_embeddings=32768), speculate=True).submit([1, 2, 3], Sampler(512), 30000)
+for _, token in zip(range(300), stream):
+    pass
+print("exiting while it decodes", flush=True)
+"""
+
+
+def test_stop_ends_the_requests_under_way_and_the_process_exits_while_one_decodes():
+    """At exit the engine stops its decode thread after the current pass and the drafts are
+    freed: before, a thread still decoding (or guessing in llama.cpp) as the interpreter shut
+    down aborted the process (rc 134 or 139)."""
+    engine = Engine(_model(max_position_embeddings=4096), speculate=True)
+    stream = engine.submit([1, 2, 3], Sampler(512), 4000)
+    assert len([t for _, t in zip(range(50), stream)]) == 50
+    thread = engine.stop()
+    thread.join(5)
+    assert not thread.is_alive()
+    with pytest.raises(EngineError, match="the process is exiting"):
+        list(stream)
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", EXIT_WHILE_DECODING, str(ROOT / "tests")], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "exiting while it decodes" in done.stdout, done.stderr[-2000:]
+    assert "terminate called" not in done.stderr, done.stderr[-2000:]
+
+
 def test_an_unknown_draft_is_refused():
     with pytest.raises(ValueError, match="llama.cpp"):
         Engine(_model(), draft="f16")
@@ -358,8 +458,8 @@ def test_a_lone_greedy_request_is_timed_on_both_decoders_and_keeps_the_faster():
 
     model = _model()
     expected = _greedy(Engine(model, speculate=False), PROMPTS[1], 150)
-    engine = Engine(model)
-    assert engine.speculate is None and engine.describe().startswith("timed: no greedy request yet; ")
+    engine = Engine(model, draft="int8")  # (a pass that makes a llama.cpp draft is not timed: one more)
+    assert engine.speculate is None and engine.describe() == "timed: no greedy request yet; int8 draft"
     calls = []
     step, speculate = engine._step, engine._speculate
 
