@@ -17,12 +17,13 @@ LAYERS = [
     ["minimind.errors"],
     # leaves: pure helpers every layer above may use
     ["minimind.config", "minimind.chat_format", "minimind.sampling_params", "minimind.byte_level",
-     "minimind.attention", "minimind.hardware", "minimind.language"],
+     "minimind.attention", "minimind.hardware", "minimind.language", "minimind.llama_shape"],
     # reading corpora and tokenizers
     ["minimind.data", "minimind.vocabulary", "minimind.tokenizer"],
     # the models (the package itself registers them with transformers' Auto classes)
     ["minimind.model", "minimind.lstm", "minimind.classifier", "minimind"],
-    ["minimind.checkpoint", "minimind.evaluate", "minimind.hub"],
+    # ... and the model half of a GGUF file, which the export and the engine's llama.cpp draft write
+    ["minimind.checkpoint", "minimind.evaluate", "minimind.hub", "minimind.gguf_model"],
     ["minimind.inference"],
     ["minimind.generation"],
     ["minimind.registry"],

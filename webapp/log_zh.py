@@ -39,6 +39,7 @@ def figures_zh(text: str) -> str:
     return " ".join(metric_zh(p) if i % 2 == 0 else p for i, p in enumerate(parts))
 
 
+SKIPPED = {"evaluation": "评估", "save": "保存", "evaluation and save": "评估和保存"}  # loop.py's skipped ones
 SOURCES = {"the timed sizes": "各规模的计时", "an earlier run of this shape on this machine": "本机上同样形状的一次早先训练"}
 
 LOG = Table([
@@ -66,6 +67,8 @@ LOG = Table([
          "第一步用时 {s} 秒 → {t} 秒内规划 {n} 步"),
     Said(r"measured (?P<s>[\d.]+)s/step: run re-sized to (?P<n>\d+) steps to end within (?P<t>\d+)s "
          r"\((?P<left>\d+)s left\)", "实测每步 {s} 秒：训练调整为 {n} 步，在 {t} 秒内结束（还剩 {left} 秒）"),
+    Said(r"the (?P<what>.+?) due at step (?P<step>\d+) skipped: it would leave no time for another step",
+         "第 {step} 步该做的{what}已跳过：做了就没有时间再训练一步", what=lambda w: SKIPPED.get(w, w)),
     Said(r"GPU slice spent at step (?P<step>\d+) of (?P<n>\d+); the next slice resumes here",
          "GPU 时间片在第 {step}/{n} 步用完；下一片从这里继续"),
     Said(r"finished: (?P<n>\d+) steps in (?P<wall>\d+)s of wall time \((?P<loop>\d+)s of it in the training loop, "

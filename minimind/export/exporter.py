@@ -23,7 +23,8 @@ from ..lstm import is_lstm
 from ..errors import ExportError
 from .card import CardFacts, find_facts, write_card
 from .formats import DTYPES, FORMATS, lstm_refusal, tolerance_for
-from .gguf import gguf_architecture, gguf_refusal, write_gguf
+from ..gguf_model import gguf_architecture
+from .gguf import gguf_refusal, write_gguf
 from .heldout import GENERIC_NAME, default_eval_labels, default_eval_text, model_name
 from .hf import write_hf
 from .license import copy_license_files

@@ -179,28 +179,3 @@ def vocab_metadata(tokenizer, vocab_size: int) -> dict:
     else:
         out.update(model="gpt2", pre=pre_tokenizer_name(backend), merges=merges)
     return out
-
-
-def placeholder_vocab(vocab_size: int) -> dict:
-    """A `vocab_metadata`-shaped vocabulary of `vocab_size` placeholder pieces, for a GGUF that
-    llama.cpp runs on token ids alone (sentencepiece style: a list and scores, no merges)."""
-    from gguf import TokenType
-
-    return {"model": "llama", "pre": "default", "tokens": [f"[ID{i}]" for i in range(vocab_size)],
-            "types": [TokenType.NORMAL] * vocab_size, "scores": [0.0] * vocab_size,
-            "add_bos": False, "add_eos": False}
-
-
-def write_vocab(writer, vocab: dict) -> None:
-    """The `tokenizer.ggml.*` keys of `vocab_metadata`'s result."""
-    writer.add_tokenizer_model(vocab["model"])
-    writer.add_tokenizer_pre(vocab["pre"])
-    writer.add_token_list(vocab["tokens"])
-    writer.add_token_types(vocab["types"])
-    if "merges" in vocab:
-        writer.add_token_merges(vocab["merges"])
-    if "scores" in vocab:
-        writer.add_token_scores(vocab["scores"])
-        writer.add_add_space_prefix(True)
-    writer.add_add_bos_token(vocab["add_bos"])
-    writer.add_add_eos_token(vocab["add_eos"])

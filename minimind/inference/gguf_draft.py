@@ -8,7 +8,7 @@ bound by per-op overhead. llama.cpp runs a layer as a few fused kernels: on Mini
 guesses about three times as fast (benchmarks/NOTES.md). So where llama-cpp-python is installed,
 the draft is llama.cpp running a Q8_0 GGUF of the model; elsewhere it stays the int8 copy.
 
-The GGUF holds the weights alone (export/gguf.py's `write_draft_gguf`): llama.cpp reads token ids,
+The GGUF holds the weights alone (gguf_model.py's `write_draft_gguf`): llama.cpp reads token ids,
 so no tokenizer is needed, and any model the GGUF export can hold gets a draft. It is written
 to a temporary folder and read into memory, and the folder is gone before the first guess.
 """
@@ -22,6 +22,8 @@ import threading
 import weakref
 from pathlib import Path
 
+from ..errors import ExportError
+from ..gguf_model import write_draft_gguf
 from .weights import EngineError
 
 DRAFT_TYPE = "q8_0"   # a quarter of float32's bytes, as the int8 draft; Tang guesses 8 % faster than with f16
@@ -42,18 +44,15 @@ class GgufDraft:
 
     def __init__(self, model, context: int, threads: int):
         """`context`: the positions it can hold (at most DRAFT_CONTEXT are allocated)."""
-        from llama_cpp import Llama
+        from llama_cpp import Llama  # (an optional extra: imported when a draft is made)
 
-        from ..export.gguf import architecture_refusal, write_draft_gguf
-        from ..export.llama import not_llama_shaped
-
-        reason = not_llama_shaped(model.config) or architecture_refusal(model.config)
-        if reason:
-            raise EngineError(f"llama.cpp cannot run it: {reason}")
         context = min(context, DRAFT_CONTEXT)
         folder = Path(tempfile.mkdtemp(prefix="minimind-draft-"))
         try:
-            path = write_draft_gguf(model, folder, DRAFT_TYPE)
+            try:
+                path = write_draft_gguf(model, folder, DRAFT_TYPE)
+            except ExportError as err:  # experts, other positions, options llama.cpp's architecture lacks
+                raise EngineError(f"llama.cpp cannot run it: {err}") from err
             self.memory_bytes = path.stat().st_size + _kv_bytes(model.config, context)
             # read into memory (no mmap): the file is deleted right after
             self._llm = Llama(model_path=str(path), n_ctx=context, n_batch=min(512, context), n_threads=threads,

@@ -13,7 +13,8 @@ from minimind.checkpoint import load_model
 from minimind.export import export_many, load_source
 from minimind import MiniMindForCausalLM
 from minimind.errors import ExportError
-from minimind.export.gguf import plain_chat_template, rotary_to_interleaved, write_draft_gguf
+from minimind.export.gguf import plain_chat_template
+from minimind.gguf_model import rotary_to_interleaved, write_draft_gguf
 from minimind.export.verify import make_reference
 from minimind.model import apply_rotary
 from helpers import tiny_config

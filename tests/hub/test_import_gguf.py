@@ -19,7 +19,8 @@ from minimind.config import MiniMindConfig
 from minimind.errors import ExportError
 from minimind.export import export
 from minimind.export.formats import tolerance_for
-from minimind.export.gguf import llama3_rope_factors, write_gguf
+from minimind.export.gguf import write_gguf
+from minimind.gguf_model import llama3_rope_factors
 from minimind.export.gguf_vocab import PROBES, pre_tokenizer_name, vocab_refusal
 from minimind.export.verify import load_export
 from minimind.hub import import_folder
