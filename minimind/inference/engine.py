@@ -126,7 +126,6 @@ class Engine:
         if draft not in (None, *LOOKAHEAD):
             raise ValueError(f"draft {draft!r}: use 'llama.cpp' or 'int8'")
         self.draft = draft if draft is not None else ("llama.cpp" if llama_cpp_installed() else "int8")
-        self.lookahead = 0 if speculate is False else LOOKAHEAD[self.draft]
         self.draft_note = ""                   # why the llama.cpp draft could not be used, if it could not
         self._gguf: tuple[Weights, GgufDraft] | None = None  # the llama.cpp draft and the weights it copies
         self._draft_made = False               # a draft was made during the current pass (not timed)
@@ -270,6 +269,11 @@ class Engine:
             return mode
         return f"{mode}; {self.draft} draft" + (f" ({self.draft_note})" if self.draft_note else "")
 
+    @property
+    def lookahead(self) -> int:
+        """Tokens a speculative pass guesses: the draft's (0 where the engine never speculates)."""
+        return 0 if self.speculate is False else LOOKAHEAD[self.draft]
+
     def memory_bytes(self) -> int:
         """The prepared weights (blocked copies and int8 draft included) and the llama.cpp draft."""
         gguf = self._gguf  # (read once: the decode thread may drop it meanwhile)
@@ -298,7 +302,6 @@ class Engine:
     def _draft_fails(self, err: BaseException) -> None:
         """The llama.cpp draft cannot be made, or failed GUESS_FAILURES guesses in a row: int8 from now on."""
         self.draft, self.draft_note = "int8", f"no llama.cpp draft: {err}"
-        self.lookahead = LOOKAHEAD["int8"]
         gguf, self._gguf = self._gguf, None
         if gguf is not None:
             gguf[1].close()
