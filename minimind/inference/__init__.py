@@ -8,6 +8,8 @@ generation.)
   sampler.py   penalty, UTF-8 guard, temperature / top-k / top-p, seeded draws
   utf8.py      which tokens keep the text completable as UTF-8
   engine.py    the scheduler: a decode thread per model, continuous batching
+  decoder_choice.py  plain or speculative greedy decoding, chosen by timing both
+  draft.py     what guesses for speculative decoding: llama.cpp (gguf_draft.py) or the int8 weights
   beams.py     beam search (transformers' generate, the UTF-8 guard on every beam), not scheduled
   weak_cache.py what the engine makes for a model or tokenizer, kept beside it (not on it)
 """

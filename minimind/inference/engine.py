@@ -26,7 +26,8 @@ from collections.abc import Iterator, Sequence
 import torch
 
 from .decoder_choice import DecoderChoice
-from .gguf_draft import GgufDraft, close_all as close_gguf_drafts, llama_cpp_installed
+from .draft import Draft
+from .gguf_draft import close_all as close_gguf_drafts
 from .recurrent import RecurrentWeights, StateCache, handles as recurrent_handles
 from .recurrent import forward as recurrent_forward
 from .forward import KVCache, forward
@@ -35,10 +36,6 @@ from .weak_cache import WeakCache
 from .weights import EngineError, Weights
 
 IDLE_S = 2.0
-# tokens a draft guesses per exact pass (speculative greedy decoding): llama.cpp's guesses cost a
-# third of int8's, so more of them pay (Tang and Shakespeare: 12 beat 8 by 6-25 %; int8: 8 beat 4, 6, 12)
-LOOKAHEAD = {"int8": 8, "llama.cpp": 12}
-GUESS_FAILURES = 3                 # llama.cpp guesses failing in a row before the engine guesses with int8 for good
 _END = object()
 _RUNNING: "weakref.WeakSet[Engine]" = weakref.WeakSet()  # engines with a decode thread, stopped at exit
 _ENGINES: WeakCache[Engine] = WeakCache()                 # each model's engine, while the model lives
@@ -107,9 +104,9 @@ class Engine:
     def __init__(self, model, max_batch: int = 16, speculate: bool | None = None, draft: str | None = None):
         """`speculate`: True or False decodes lone greedy requests speculatively always or never;
         None (the default) times both where speculation can run and keeps the faster
-        (decoder_choice.py). `draft`: what guesses for speculation, "llama.cpp" (gguf_draft.py)
-        or "int8" (weights.py); None (the default) is llama.cpp where llama-cpp-python is
-        installed and the model's GGUF export holds it, int8 otherwise."""
+        (decoder_choice.py). `draft`: what guesses for speculation, "llama.cpp" or "int8"
+        (draft.py); None (the default) is llama.cpp where llama-cpp-python is installed and
+        the model's GGUF export holds it, int8 otherwise."""
         self._model = weakref.ref(model)    # the engine cache is keyed by the model: the engine must not hold it
         self.max_batch = max(1, max_batch)
         # the backend: the transformer layer loop (forward.py) or an LSTM's state (recurrent.py)
@@ -123,13 +120,7 @@ class Engine:
             speculate = False
         self.speculate = speculate
         self.choice = DecoderChoice() if speculate is None else None
-        if draft not in (None, *LOOKAHEAD):
-            raise ValueError(f"draft {draft!r}: use 'llama.cpp' or 'int8'")
-        self.draft = draft if draft is not None else ("llama.cpp" if llama_cpp_installed() else "int8")
-        self.draft_note = ""                   # why the llama.cpp draft could not be used, if it could not
-        self._gguf: tuple[Weights, GgufDraft] | None = None  # the llama.cpp draft and the weights it copies
-        self._draft_made = False               # a draft was made during the current pass (not timed)
-        self._guess_failures = 0               # llama.cpp guesses failed in a row
+        self.draft = Draft(self._model, draft)  # what guesses for speculation (draft.py)
         self.vocab_size = self.weights.vocab_size
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -215,7 +206,10 @@ class Engine:
     def _weights(self) -> Weights:
         model = self._model()
         if model is not None:
-            self.weights = self._prepare(model)  # the same object unless the weights changed in place
+            weights = self._prepare(model)  # the same object unless the weights changed in place
+            if weights is not self.weights and self.choice is not None:
+                self.choice.rewarm()
+            self.weights = weights
         return self.weights
 
     def _prefill(self, request: _Request) -> bool:
@@ -253,13 +247,13 @@ class Engine:
             return
         speculative = self.choice.speculate()
         start, count = time.perf_counter(), request.count
-        self._draft_made = False
+        self.draft.made = False
         if speculative:
             self._speculate(request)
         else:
             self._step([request])
-        if not self._draft_made:  # a pass that made a draft (first, or after the weights changed) is not timed
-            self.choice.record(speculative, time.perf_counter() - start, request.count - count)
+        # (a pass that made a draft, first or after the weights changed, is not timed)
+        self.choice.record(speculative, time.perf_counter() - start, request.count - count, made=self.draft.made)
 
     def describe(self) -> str:
         """How lone greedy requests decode: "plain", "speculative" or what the timings chose, and
@@ -267,70 +261,16 @@ class Engine:
         mode = self.choice.describe() if self.choice is not None else ("speculative" if self.speculate else "plain")
         if self.speculate is False:
             return mode
-        return f"{mode}; {self.draft} draft" + (f" ({self.draft_note})" if self.draft_note else "")
+        return f"{mode}; {self.draft.describe()}"
 
     @property
     def lookahead(self) -> int:
         """Tokens a speculative pass guesses: the draft's (0 where the engine never speculates)."""
-        return 0 if self.speculate is False else LOOKAHEAD[self.draft]
+        return 0 if self.speculate is False else self.draft.lookahead
 
     def memory_bytes(self) -> int:
         """The prepared weights (blocked copies and int8 draft included) and the llama.cpp draft."""
-        gguf = self._gguf  # (read once: the decode thread may drop it meanwhile)
-        return self.weights.memory_bytes() + (gguf[1].memory_bytes if gguf is not None else 0)
-
-    def _gguf_draft(self, w: Weights) -> GgufDraft | None:
-        """The llama.cpp draft of these weights, made on first use (and again once the weights
-        change in place); None where it cannot be made, and the engine guesses with int8 from
-        then on, saying why in `draft_note`."""
-        if self._gguf is not None and self._gguf[0] is w:
-            return self._gguf[1]
-        model = self._model()
-        stale, self._gguf = self._gguf, None
-        if stale is not None:
-            stale[1].close()
-        if model is None:
-            return None
-        self._draft_made = True
-        try:
-            self._gguf = (w, GgufDraft(model, w.max_positions, torch.get_num_threads()))
-        except Exception as err:  # an export the GGUF cannot hold, a llama.cpp that fails to load it
-            self._draft_fails(err)
-            return None
-        return self._gguf[1]
-
-    def _draft_fails(self, err: BaseException) -> None:
-        """The llama.cpp draft cannot be made, or failed GUESS_FAILURES guesses in a row: int8 from now on."""
-        self.draft, self.draft_note = "int8", f"no llama.cpp draft: {err}"
-        gguf, self._gguf = self._gguf, None
-        if gguf is not None:
-            gguf[1].close()
-
-    def _guess(self, request: _Request, w: Weights, k: int) -> list[int]:
-        """The draft's `k` greedy tokens after the request's tokens."""
-        if self.draft == "llama.cpp":
-            gguf = self._gguf_draft(w)
-            if gguf is not None and gguf.fits(request.tokens, k):  # (past its context: int8 guesses)
-                try:
-                    guesses = gguf.guess(request.tokens, k)
-                    self._guess_failures = 0
-                    return guesses
-                except Exception as err:  # this pass guesses with int8; only repeated failures end the draft
-                    self._guess_failures += 1
-                    if self._guess_failures >= GUESS_FAILURES:
-                        self._draft_fails(err)
-        draft = w.draft()
-        if request.draft_cache is None:
-            request.draft_cache = KVCache(draft, request.cache.capacity)
-        guessing = request.draft_cache
-        guesses: list[int] = []
-        unseen = request.tokens[guessing.length:]   # the draft catches up on what it has not seen, then guesses
-        logits = forward(draft, torch.tensor([unseen], device=w.device), [guessing])[0]
-        for i in range(k):
-            guesses.append(int(logits.argmax()))
-            if i < k - 1:
-                logits = forward(draft, torch.tensor([[guesses[-1]]], device=w.device), [guessing])[0]
-        return guesses
+        return self.weights.memory_bytes() + self.draft.memory_bytes()
 
     def _speculate(self, request: _Request) -> None:
         """Greedy decoding that reads the exact weights once per several tokens: the draft
@@ -343,7 +283,7 @@ class Engine:
             w = self.weights
             exact = request.cache
             k = min(self.lookahead, request.max_new_tokens - request.count - 1, exact.capacity - exact.length - 1)
-            guesses = self._guess(request, w, k) if k > 0 else []
+            guesses = self.draft.guess(w, request, k) if k > 0 else []
             start = exact.length
             rows = forward(w, torch.tensor([[request.last] + guesses], device=w.device), [exact], all_logits=True)[0]
         except Exception as err:
@@ -359,8 +299,7 @@ class Engine:
             return
         if not request.done:
             exact.length = start + i + 1              # the last token, then the guesses that were kept
-            if request.draft_cache is not None:
-                request.draft_cache.length = min(request.draft_cache.length, exact.length)
+            self.draft.kept(request, exact.length)
 
 
 @atexit.register

@@ -248,6 +248,11 @@ class Weights:
                     m.packed = False if packed is None else packed
         return None if m.packed is False else m.packed
 
+    @property
+    def drafted(self) -> bool:
+        """Whether the int8 draft has been made (making it is not decoding: a pass that does is not timed)."""
+        return self._draft is not None
+
     def draft(self) -> "Weights":
         """These weights with int8 matrices (one scale per output row), made once: a cheap model
         that guesses what the exact one will pick. Norms, embeddings and MoE blocks are shared."""

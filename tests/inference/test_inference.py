@@ -14,7 +14,7 @@ from transformers import LlamaForCausalLM
 
 from minimind import MiniMindForCausalLM
 from minimind.inference import Engine, EngineError, Sampler, Weights, engine_for, unsupported_reason
-from minimind.inference import engine as engine_module
+from minimind.inference import draft as draft_module, engine as engine_module
 from minimind.inference.forward import KVCache, forward
 from minimind.inference.gguf_draft import llama_cpp_installed
 
@@ -287,7 +287,7 @@ def test_speculative_greedy_equals_plain_greedy(prompt, draft):
     model = _model()
     plain, fast = Engine(model, speculate=False), Engine(model, speculate=True, draft=draft)
     assert _greedy(fast, prompt, 40) == _greedy(plain, prompt, 40) == _generate(model, prompt, 40)
-    assert fast.draft == draft and fast.describe() == f"speculative; {draft} draft"
+    assert fast.draft.kind == draft and fast.describe() == f"speculative; {draft} draft"
     penalised = lambda engine: list(engine.submit(  # noqa: E731
         prompt, Sampler(512, repetition_penalty=1.3), 37, [9]))
     assert penalised(fast) == penalised(plain)
@@ -324,13 +324,13 @@ def test_the_llama_cpp_draft_is_the_default_and_int8_guesses_where_it_cannot():
     in place, the draft is made again from them. The tokens are the plain greedy ones throughout."""
     model = _model()
     engine = Engine(model, speculate=True)
-    assert engine.draft == "llama.cpp"
+    assert engine.draft.kind == "llama.cpp"
     passes, speculate = [], engine._speculate
     engine._speculate = lambda request: passes.append(1) or speculate(request)
     assert _greedy(engine, PROMPTS[1], 120) == _greedy(Engine(model, speculate=False), PROMPTS[1], 120)
     # its GGUF computes the same model: most guesses are kept (8.6 tokens a pass here, as int8's)
     assert len(passes) <= 120 / 6, len(passes)
-    first = engine._gguf[1]
+    first = engine.draft.gguf
     # counted with the weights (the registry's memory budget): at least Q8_0's 34 bytes per 32
     # weights, less than float32's 4 bytes a weight (its vocabulary and KV cache included)
     weights = sum(p.numel() for p in model.parameters() if p.dim() == 2)
@@ -338,7 +338,7 @@ def test_the_llama_cpp_draft_is_the_default_and_int8_guesses_where_it_cannot():
     with torch.no_grad():
         model.model.layers[0].mlp.down_proj.weight.mul_(-1.0)
     assert _greedy(engine, PROMPTS[1], 60) == _generate(model, PROMPTS[1], 60)
-    assert engine._gguf[0] is engine.weights and engine._gguf[1] is not first
+    assert engine.draft.copied is engine.weights and engine.draft.gguf is not first
 
     moe = _model(use_moe=True, num_experts=4, num_experts_per_tok=2)
     engine = Engine(moe, speculate=True)
@@ -354,7 +354,7 @@ def test_the_llama_cpp_draft_copes_with_long_sequences_failed_guesses_and_a_clos
     """Past the draft's context (its KV cache is allocated whole, so it is bounded) a pass guesses
     with int8; a failed guess costs that pass its llama.cpp guesses, and GUESS_FAILURES in a row
     end the draft; close() waits for a guess under way (at exit, from another thread: freeing
-    llama.cpp under a running guess crashed the process). The pass that makes the draft is not timed."""
+    llama.cpp under a running guess crashed the process). A pass that makes a draft is not timed."""
     from minimind.inference import gguf_draft
 
     model = _model()
@@ -365,25 +365,28 @@ def test_the_llama_cpp_draft_copes_with_long_sequences_failed_guesses_and_a_clos
     engine._lone_greedy = lambda request: passes.append(1) or lone(request)
     assert _greedy(engine, PROMPTS[1], 80) == plain  # 33 + 80 positions: past 64, int8 guesses
     engine.retire().join(5)  # (the decode thread records its last pass after the stream ends)
-    assert engine.draft == "llama.cpp" and engine._gguf[1].context == 64
-    assert engine.choice.passes == len(passes) - 1  # the pass that made the draft was not timed
+    assert engine.draft.kind == "llama.cpp" and engine.draft.gguf.context == 64
+    # not timed: plain's first pass, the one that made the llama.cpp draft, and the first past its context
+    # (it made the int8 draft)
+    assert engine.choice.passes == len(passes) and sum(engine.choice.timed.values()) == len(passes) - 3
+    assert engine.weights.drafted
 
     calls = []
     real = gguf_draft.GgufDraft.guess
 
     def failing(self, tokens, k):
         calls.append(k)
-        if len(calls) <= engine_module.GUESS_FAILURES - 1:
+        if len(calls) <= draft_module.GUESS_FAILURES - 1:
             raise RuntimeError("a guess failed")
         return real(self, tokens, k)
 
     engine = Engine(model, speculate=True)
     monkeypatch.setattr(gguf_draft.GgufDraft, "guess", failing)
     assert _greedy(engine, PROMPTS[0], 40) == _greedy(Engine(model, speculate=False), PROMPTS[0], 40)
-    assert engine.draft == "llama.cpp" and len(calls) >= engine_module.GUESS_FAILURES  # failed one short of the limit
+    assert engine.draft.kind == "llama.cpp" and len(calls) >= draft_module.GUESS_FAILURES  # failed one short of the limit
     monkeypatch.setattr(gguf_draft.GgufDraft, "guess", lambda self, tokens, k: 1 / 0)
     assert _greedy(engine, PROMPTS[0], 40) == _greedy(Engine(model, speculate=False), PROMPTS[0], 40)
-    assert engine.draft == "int8" and "division by zero" in engine.draft_note
+    assert engine.draft.kind == "int8" and "division by zero" in engine.draft.note
     monkeypatch.setattr(gguf_draft.GgufDraft, "guess", real)
 
     draft = gguf_draft.GgufDraft(model, 64, 1)
@@ -508,6 +511,46 @@ def test_decoder_choice_times_each_after_its_first_pass_and_follows_a_change():
         mode = choice.speculate()
         choice.record(mode, 0.010 if not mode else 0.003 * 4, 1 if not mode else 4)
     assert choice.speculate() and choice.tokens[True] > 0
+    timed = {mode: choice.seconds_per_token(mode) for mode in (False, True)}
+    choice.rewarm()  # the weights changed: each decoder's next pass remakes its copies, untimed
+    choice.record(True, 5.0, 4)
+    choice.record(False, 5.0, 1)
+    assert {mode: choice.seconds_per_token(mode) for mode in (False, True)} == timed
+    choice.record(True, 5.0, 4)
+    assert choice.seconds_per_token(True) > timed[True]
+
+
+def test_a_pass_that_remakes_the_copies_after_the_weights_change_is_not_timed():
+    """Weights changed in place (a training run in the same process): the next pass of each decoder makes the
+    blocked copies and the int8 draft again, which takes far longer than decoding. The choice
+    must not count it, or it would pick against a decoder for the price of one remake."""
+    model = _model()
+    engine = Engine(model, draft="int8")
+    _greedy(engine, PROMPTS[1], 80)
+    engine.retire().join(5)
+    before = {mode: engine.choice.seconds_per_token(mode) for mode in (False, True)}
+    drafted = engine.weights
+    with torch.no_grad():
+        model.model.layers[0].mlp.down_proj.weight.mul_(-1.0)
+    slowed = []
+    step, speculate = engine._step, engine._speculate
+
+    def slow_first(run):
+        def slowed_run(*args):
+            if run not in slowed:
+                slowed.append(run)
+                time.sleep(2.0)
+            return run(*args)
+        return slowed_run
+
+    engine._step, engine._speculate = slow_first(step), slow_first(speculate)
+    assert _greedy(engine, PROMPTS[1], 12) == _generate(model, PROMPTS[1], 12)
+    engine.retire().join(5)
+    assert engine.weights is not drafted and slowed
+    after = {mode: engine.choice.seconds_per_token(mode) for mode in (False, True)}
+    # a counted 2-s pass would make it > 0.04 s a token (its decayed sums hold ~40 speculative tokens, ~5 plain)
+    assert all(after[mode] < 0.02 for mode in after), (before, after)
+    assert engine.weights.drafted == (speculate in slowed)  # the int8 draft of the new weights, where it guessed
 
 
 def test_speculation_runs_only_where_an_int8_draft_can():
