@@ -51,6 +51,8 @@ class ModelSection:
     init_from: str = ""                  # model folder to start from (required for sft/lora/qlora)
     overrides: dict = field(default_factory=dict)  # config fields for a new model (MiniMindConfig, or
                                          # MiniMindLSTMConfig for an lstm: e.g. use_attention: true)
+    zero_init: bool = False              # a new transformer's attention output and MLP down projections start at
+                                         # zero, so each block starts as the identity (modded-nanogpt's speedrun)
     tokenizer: str = ""                  # tokenizer folder; default: init_from's, else train one
     vocab_size: int = 6400               # vocabulary of a tokenizer trained for a new model
     min_char_count: int = 0              # > 0: that tokenizer keeps each character seen this often whole

@@ -40,7 +40,23 @@ def new_model(config, tokenizer) -> MiniMindForCausalLM | MiniMindLSTMForCausalL
     except (ValueError, TypeError) as err:
         raise ConfigError(f"model: {err}") from err
     torch.manual_seed(config.seed)
-    return model_class(model_config)
+    model = model_class(model_config)
+    if config.model.zero_init:
+        if lstm:
+            raise ConfigError("model.zero_init: an lstm has no attention or MLP projections to start at zero")
+        zero_projections(model)
+    return model
+
+
+def zero_projections(model) -> None:
+    """Every block's last projections (attention output, MLP or expert down) set to zero: the
+    residual stream starts as the embeddings alone, and each block grows its part from there."""
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            if isinstance(module, torch.nn.Linear) and name.rsplit(".", 1)[-1] in ("o_proj", "down_proj"):
+                module.weight.zero_()
+                if module.bias is not None:
+                    module.bias.zero_()
 
 
 def build_model(config, tokenizer, device: str, precision_dtype: torch.dtype, classes: list[str] = ()):

@@ -345,3 +345,31 @@ def test_a_compiled_models_first_evaluation_does_not_plan_the_rest(tmp_path, tok
     used = clock.now - started
     assert status["state"] == "finished" and status["step"] == status["total"] and len(evaluations) >= 4
     assert 20.0 - 0.125 < used <= 20.0, (used, status["step"], evaluations)
+
+
+def test_zero_init_starts_each_block_as_the_identity_and_trains(tmp_path, tokenizer_dir):
+    """model.zero_init (modded-nanogpt's): a new model's attention output and MLP down projections
+    start at zero, so its first logits are the embeddings' alone; a real run then grows them."""
+    from minimind.tokenizer import load_tokenizer
+    from minimind.training.modes import new_model
+
+    corpus = write_text_corpus(tmp_path)
+    cfg = make_config(tmp_path, [corpus], model__tokenizer=str(tokenizer_dir), model__zero_init=True,
+                      optim__warmup_steps=1)
+    model = new_model(cfg, load_tokenizer(tokenizer_dir))
+    zeroed = [n for n, p in model.named_parameters() if not p.any()]
+    assert zeroed and all(n.endswith(("o_proj.weight", "down_proj.weight")) for n in zeroed)
+    assert len(zeroed) == 2 * model.config.num_hidden_layers
+    ids = torch.tensor([[5, 6, 7]])
+    hidden = model.model.norm(model.model.embed_tokens(ids))  # every block adds nothing
+    assert torch.allclose(model(ids).logits, model.lm_head(hidden), atol=1e-6)
+
+    status = train(cfg)
+    assert status["state"] == "finished" and all(math.isfinite(v) for v in losses(tmp_path / "run").values())
+    trained = load_model(status["final_checkpoint"])
+    assert all(p.any() for p in trained.parameters())
+
+    lstm = make_config(tmp_path / "lstm", [corpus], model__tokenizer=str(tokenizer_dir), model__zero_init=True,
+                       model__architecture="lstm")
+    with pytest.raises(ConfigError, match="zero_init"):
+        new_model(lstm, load_tokenizer(tokenizer_dir))
