@@ -37,9 +37,10 @@ class DecoderChoice:
         return self._seconds[speculative] / tokens if tokens else None
 
     def speculate(self) -> bool:
-        """The decoder for the next pass: each in turn until both are timed, then the faster,
-        with the slower once in RECHECK passes."""
-        if min(self._runs.values()) < WARMUP + TRIALS:
+        """The decoder for the next pass: each in turn until both have TRIALS timed passes, then
+        the faster, with the slower once in RECHECK passes. (Timed passes, not passes: passes
+        that made a draft or followed a change of weights are not timed.)"""
+        if min(self.timed.values()) < TRIALS:
             return self._runs[True] < self._runs[False]
         faster = self.seconds_per_token(True) < self.seconds_per_token(False)
         return (not faster) if self.passes % RECHECK == 0 else faster

@@ -197,10 +197,14 @@ class Engine:
                 if request.live and self._prefill(request):
                     active.append(request)
             active = [r for r in active if r.live]
-            if len(active) == 1 and self.speculate is not False and active[0].sampler.greedy:
-                self._lone_greedy(active[0])
-            elif active:
-                self._step(active)
+            try:
+                if len(active) == 1 and self.speculate is not False and active[0].sampler.greedy:
+                    self._lone_greedy(active[0])
+                elif active:
+                    self._step(active)
+            except Exception as err:  # a fault of the scheduler's own: it ends these requests, not the thread
+                for request in active:
+                    request.finish(err)
             active = [r for r in active if r.live]
 
     def _weights(self) -> Weights:
