@@ -312,6 +312,9 @@ class TrainConfig:
         need(not (self.grad_checkpointing and self.model.architecture == "lstm" and self.new_model),
              "grad_checkpointing recomputes transformer layers; an LSTM model has none: turn it off "
              "(lower batch_size or data.seq_len to save memory instead)")
+        need(not self.model.zero_init or (self.new_model and self.model.architecture != "lstm"),
+             "model.zero_init starts a new transformer's output projections at zero: it is for a new model "
+             "(no model.init_from) of architecture transformer; turn it off")
         need(self.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}")
         need(self.device in DEVICES, f"device must be one of {', '.join(DEVICES)}")
         need(self.distributed in DISTRIBUTED, f"distributed must be one of {', '.join(DISTRIBUTED)}")

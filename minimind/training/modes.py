@@ -41,9 +41,7 @@ def new_model(config, tokenizer) -> MiniMindForCausalLM | MiniMindLSTMForCausalL
         raise ConfigError(f"model: {err}") from err
     torch.manual_seed(config.seed)
     model = model_class(model_config)
-    if config.model.zero_init:
-        if lstm:
-            raise ConfigError("model.zero_init: an lstm has no attention or MLP projections to start at zero")
+    if config.model.zero_init:  # (a new transformer only: TrainConfig.validate)
         zero_projections(model)
     return model
 

@@ -369,7 +369,13 @@ def test_zero_init_starts_each_block_as_the_identity_and_trains(tmp_path, tokeni
     trained = load_model(status["final_checkpoint"])
     assert all(p.any() for p in trained.parameters())
 
-    lstm = make_config(tmp_path / "lstm", [corpus], model__tokenizer=str(tokenizer_dir), model__zero_init=True,
-                       model__architecture="lstm")
-    with pytest.raises(ConfigError, match="zero_init"):
-        new_model(lstm, load_tokenizer(tokenizer_dir))
+    # refused before any work (tokenizer, data, size probe) where there is no new transformer to start
+    for where, settings in (("lstm", {"model__architecture": "lstm"}),
+                            ("fine-tune", {"mode": "lora", "model__init_from": str(tmp_path / "run")})):
+        refused = make_config(tmp_path / where, [corpus], model__tokenizer=str(tokenizer_dir), model__zero_init=True,
+                              **settings)
+        with pytest.raises(ConfigError, match="zero_init .* for a new model"):
+            refused.validate()
+        with pytest.raises(ConfigError, match="zero_init"):
+            train(refused)
+        assert not (tmp_path / where / "cache").exists()  # no data prepared
