@@ -14,6 +14,7 @@ goes to `confusion.json` in the run folder and its figures to status.json.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import math
@@ -154,12 +155,14 @@ PROVISIONAL_STEPS = 100
 ROUGH_STEPS_TO_REMEMBER = 5  # timed steps a run needs before its seconds per step are kept for the next
 SLICE_USABLE = 0.85  # of a GPU slice, what training plans with: the call's clock starts before this process
                      # does (the platform's scheduling, the fork, loading the run)
+SLICE_STEP_WINDOW = 8  # a slice plans its next step as slow as the slowest of this many last ones: on a shared
+                       # machine one step can take 10x the one before it
 
 
 def slice_spent(now: float, deadline: float, step_s: float, save_s: float | None, eval_s: float,
                 slice_s: float) -> bool:
-    """Would one more step (with room for a slower one), an evaluation it may bring and the save after it
-    run past the slice's end? The save: as long as the last one in this slice took, else a tenth of the
+    """Would one more step (`step_s`: the slowest of the last few; with room for a slower one), an
+    evaluation it may bring and the save after it run past the slice's end? The save: as long as the last one in this slice took, else a tenth of the
     slice; the evaluation: as long as the last one took (0 before the first)."""
     reserve = (save_s if save_s is not None else 0.1 * slice_s) + eval_s
     return now + 1.5 * step_s + reserve > deadline
@@ -342,6 +345,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
     run_start = time.perf_counter() - elapsed_before
     last_status = 0.0
     last_eval: dict = {}
+    recent_steps = collections.deque(maxlen=SLICE_STEP_WINDOW)  # seconds of the last steps (a slice plans with them)
     model.train()
     stopped = False
 
@@ -385,6 +389,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         now = time.perf_counter()
         elapsed = now - run_start
         state["elapsed_s"] = elapsed
+        recent_steps.append(now - step_start)
         if plan_at_first_step:  # the first step (eager) was the speed probe: plan the run from it
             plan_at_first_step = False
             timing = dist.means({"step_s": now - step_start, "left_s": budget.left(now)}, info)  # all ranks agree
@@ -470,7 +475,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         # it (the signal reaches ranks at different moments), or the others wait for it forever
         stop_now = dist.mean(float(stop.requested), info) > 0 if info.enabled else stop.requested
         sliced = slice_s is not None and not last and not stop_now and slice_spent(
-            time.perf_counter(), started + SLICE_USABLE * slice_s, now - step_start, save_s, eval_s, slice_s)
+            time.perf_counter(), started + SLICE_USABLE * slice_s, max(recent_steps), save_s, eval_s, slice_s)
         stop_now = stop_now or sliced
         if save_due or last or stop_now:
             do_save(step)
@@ -501,6 +506,9 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         wall = time.perf_counter() - started
         if stopped:
             run_dir.log_event(RunEvent("stopped", step=step))  # each face says how to go on in its own words
+        elif state_start:  # resumed (a GPU slice, a restart): this process's wall time is not the run's
+            log(f"finished: {step} steps, {state['elapsed_s']:.0f}s in the training loop in all; since resuming "
+                f"at step {state_start}, {wall:.0f}s of wall time")
         else:
             log(f"finished: {step} steps in {wall:.0f}s of wall time ({state['elapsed_s'] - elapsed_before:.0f}s "
                 "of it in the training loop, the rest loading and preparing)")

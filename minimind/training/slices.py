@@ -7,7 +7,8 @@ it overruns. A child process of our own never gets the GPU. So a run becomes a s
 each is one decorated call of `train_slice`, which resumes the run from its newest checkpoint on
 disk, trains until another step, an evaluation and a save would not fit in 85 % of the slice
 (`loop.slice_spent`, from the measured step, evaluation and save times; the rest covers what the
-call spends before training starts), saves, and returns the run's status (a small dict). The model is
+call spends before training starts), saves, and returns the run's status (a small dict). The
+tokenizer and the prepared data are made once before the first slice, off the GPU. The model is
 not compiled: each slice is a fresh worker, which would compile it again. The driver
 calls the next slice until the run is finished, stopped or failed. Exact resume (the optimizer,
 data order and random state travel in every checkpoint) makes the sliced run the same run.
@@ -22,11 +23,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import TrainingError
+from ..errors import MiniMindError, TrainingError
 from .checkpoint import latest_checkpoint
 from .config import TrainConfig
+from .distributed import DistInfo
 from .loop import train
+from .precision import bf16_supported, pick_device
 from .run_dir import RunDir
+from .setup import prepare_data, prepare_tokenizer
 
 MAX_FRUITLESS = 2      # slices in a row that saved nothing before the driver gives up
 DEFAULT_SLICE_S = 60   # ZeroGPU's default duration for a call
@@ -39,6 +43,24 @@ def train_slice(run_dir: str, resume: bool, slice_s: float) -> dict:
     cfg = TrainConfig.load(run.config_file)
     cfg.run_dir = str(run.path)
     return train(cfg, resume=resume, slice_s=slice_s)
+
+
+def prepare_before_slices(run: RunDir, cfg: TrainConfig) -> None:
+    """The run's tokenizer and prepared data, made here (CPU work, no GPU needed) and cached where
+    every slice finds them. In a slice they would take GPU time, and a corpus that takes longer to
+    tokenize than a slice lasts would abort every slice and never start. Data that cannot be used
+    fails the run here, before it takes any GPU time. The config is resolved as the slice will
+    resolve it (the device decided without touching CUDA), so the slice hits the same cache."""
+    device = pick_device(cfg.device)
+    resolved = cfg.resolved(device.split(":")[0], bf16_supported(device))
+    resolved.run_dir = str(run.path)
+    run.write_status(phase="preparing_data")
+    try:
+        prepare_data(resolved, prepare_tokenizer(resolved, run, DistInfo()), DistInfo())
+    except MiniMindError as err:
+        run.log(f"FAILED: {err}")
+        run.write_status(state="failed", error=str(err))
+        raise
 
 
 def spaces_gpu(duration: float):
@@ -64,6 +86,7 @@ def train_in_slices(run_dir: str | Path, slice_s: float = DEFAULT_SLICE_S, gpu=s
         cfg.compile = "off"
         cfg.save(run.config_file)
         run.log("compile: off (each GPU slice is a fresh process, which would compile the model again)")
+    prepare_before_slices(run, cfg)
     call = gpu(slice_s)(train_slice)
     fruitless, index, status = 0, 0, {}
     while not stop_requested():

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.browser
 def test_a_run_started_on_the_page_trains_in_gpu_slices(studio_page, tmp_path, tokenizer, monkeypatch):
     from playwright.sync_api import expect
 
-    monkeypatch.setenv("MINIMIND_SLICE_SECONDS", "6")
+    monkeypatch.setenv("MINIMIND_SLICE_SECONDS", "8")
     save_base_model(tmp_path / "shipped" / "tiny", tokenizer)
     Workspace(studio_page.workspace).save_corpus("chats", [ROOT / "samples" / "tang_chat_sample.jsonl"],
                                                  {"kind": "auto"}, {"kind": "chat", "documents": 314})
@@ -25,7 +25,7 @@ def test_a_run_started_on_the_page_trains_in_gpu_slices(studio_page, tmp_path, t
     studio_page.choose_training("shipped: tiny", "lora", "chats")
     studio_page.fill_train_form(steps=600, seq_len=64, batch_size=4)
     studio_page.start_run()
-    expect(page.locator("#train-facts")).to_contain_text(re.compile(r"GPU slice: [2-9]\d* \(up to 6 s each\)"),
+    expect(page.locator("#train-facts")).to_contain_text(re.compile(r"GPU slice: [2-9]\d* \(up to 8 s each\)"),
                                                          timeout=300_000)
     expect(page.locator("#train-progress")).to_contain_text("finished: step 600/600", timeout=600_000)
     assert len(gpu.calls) >= 2 and all(call["outcome"] == "ok" for call in gpu.calls)

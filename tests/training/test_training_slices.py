@@ -12,7 +12,7 @@ from training_helpers import assert_same_losses, losses, make_config, save_base_
     write_text_corpus
 from zerogpu_standin import StandInGpu
 
-from minimind.errors import TrainingError
+from minimind.errors import MiniMindError, TrainingError
 from minimind.training import RunDir, train
 from minimind.training import loop as training_loop
 from minimind.training.checkpoint import latest_checkpoint
@@ -69,6 +69,7 @@ def test_a_lora_run_in_slices_is_the_uninterrupted_run(tmp_path, lora_build):
     same_weights(tmp_path / "a" / "run", tmp_path / "b" / "run")
     log = (tmp_path / "b" / "run" / "train.log").read_text()
     assert "GPU slice spent at step" in log and "resumed from step-" in log
+    assert f"finished: {STEPS} steps, " in log and "since resuming at step" in log  # not one slice's wall time
 
 
 def test_a_pretraining_run_in_slices_is_the_uninterrupted_run(tmp_path, tokenizer_dir):
@@ -114,19 +115,88 @@ def test_an_overrunning_slice_is_aborted_and_the_next_resumes_from_the_last_save
     assert sorted(losses(tmp_path / "b" / "run")) == list(range(1, STEPS + 1))  # the lost steps' lines are gone
 
 
+def test_a_slice_plans_its_next_step_as_slow_as_the_slowest_recent_one(tmp_path, lora_build, monkeypatch):
+    """On a shared machine one step can take many times the one before it: a slice that planned with the
+    last step alone would start a step it cannot finish. One slow step counts for the next few decisions."""
+    slow, planned = 2.0, []
+    real_spent, real_update = training_loop.slice_spent, training_loop._update
+    updates = iter(range(10**6))
+
+    def spent(now, deadline, step_s, *rest):
+        planned.append(step_s)
+        return real_spent(now, deadline, step_s, *rest)
+
+    def update(*args, **kwargs):
+        if next(updates) == 2:  # the third step
+            time.sleep(slow)
+        return real_update(*args, **kwargs)
+
+    monkeypatch.setattr(training_loop, "slice_spent", spent)
+    monkeypatch.setattr(training_loop, "_update", update)
+    cfg = lora_build(tmp_path)
+    cfg.max_steps = 20
+    train(cfg, slice_s=600.0)
+    window = training_loop.SLICE_STEP_WINDOW
+    assert all(s < slow for s in planned[:2]), planned
+    assert all(s >= slow for s in planned[2:2 + window]), planned
+    assert planned[2 + window] < slow, planned
+
+
 def test_slices_too_short_for_a_step_and_a_save_stop_the_run_with_the_reason(tmp_path, lora_build):
     with pytest.raises(TrainingError, match="saved nothing: one step and a save of this run do not fit"):
         in_slices(lora_build(tmp_path), 0.3, StandInGpu())
     assert RunDir(tmp_path / "run").read_status()["state"] == "failed"
 
 
-def test_a_trainer_error_inside_a_slice_ends_the_run_with_its_own_message(tmp_path, tokenizer):
+def test_the_tokenizer_and_data_are_prepared_before_the_first_slice(tmp_path):
+    """Tokenizing is CPU work: done in a GPU slice it would spend the slice (a corpus slower to tokenize
+    than a slice lasts would abort every slice), so the driver does it first and the slices find it cached."""
+    corpus = write_text_corpus(tmp_path)
+    cfg = make_config(tmp_path, [corpus], model__vocab_size=300, max_steps=4)  # a tokenizer trained on the corpus
+    run = Path(cfg.run_dir)
+    seen = []
+
+    def prepared() -> int:  # complete prepared corpora in the cache (the documents' own cache aside)
+        return sum("documents" not in p.parts for p in Path(cfg.data.cache_dir).rglob("meta.json"))
+
+    def gpu(duration):
+        decorate = StandInGpu()(duration)
+
+        def wrap(fn):
+            call = decorate(fn)
+
+            def watched(*args, **kwargs):
+                seen.append(((run / "tokenizer" / "tokenizer.json").is_file(), prepared()))
+                return call(*args, **kwargs)
+            return watched
+        return wrap
+
+    status = in_slices(cfg, 30.0, gpu)
+    assert status["state"] == "finished" and seen and seen[0] == (True, 1), seen
+    assert prepared() == 1  # the slice prepared nothing of its own
+    assert (run / "train.log").read_text().count("tokenizer: ") == 1
+
+
+def test_data_that_cannot_be_used_fails_the_run_before_any_gpu_slice(tmp_path, tokenizer):
     base = save_base_model(tmp_path / "base", tokenizer)
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n")
     cfg = make_config(tmp_path, [empty], mode="lora", model__init_from=str(base))
+    gpu = StandInGpu()
+    with pytest.raises(MiniMindError) as caught:
+        in_slices(cfg, 5.0, gpu)
+    written = RunDir(tmp_path / "run").read_status()
+    assert gpu.calls == [] and written["state"] == "failed" and written["error"] == str(caught.value)
+    assert f"FAILED: {caught.value}" in (tmp_path / "run" / "train.log").read_text()
+
+
+def test_a_trainer_error_inside_a_slice_ends_the_run_with_its_own_message(tmp_path, lora_build):
+    cfg = lora_build(tmp_path)
+    (Path(cfg.model.init_from) / "model.safetensors").write_bytes(b"not weights")  # the slice loads the model
+    gpu = StandInGpu()
     with pytest.raises(TrainingError) as caught:
-        in_slices(cfg, 5.0, StandInGpu())
+        in_slices(cfg, 10.0, gpu)
+    assert len(gpu.calls) == 1 and gpu.calls[0]["outcome"] == "error"
     assert "Error" != str(caught.value) and str(caught.value) == RunDir(tmp_path / "run").read_status()["error"]
 
 
