@@ -73,6 +73,20 @@ class Hardware:
         return f"{self.name}{memory}, {precision}"
 
 
+def one_thread_if_forked(parent_pid: int) -> bool:
+    """In a worker forked from `parent_pid` (a ZeroGPU call), put PyTorch's CPU side on one thread.
+    GNU OpenMP does not survive a fork: once the parent has run a parallel op on several threads
+    (loading a model is enough), the child's first parallel op waits forever for threads it does not
+    have, and the platform kills the call at its duration. One thread runs no parallel region; the
+    worker's real work is on the GPU. Returns whether this is such a worker."""
+    if os.getpid() == parent_pid:
+        return False
+    import torch
+
+    torch.set_num_threads(1)
+    return True
+
+
 def on_zero_gpu(env=None) -> bool:
     """A ZeroGPU Space (the variable the `spaces` package and Gradio read)."""
     env = os.environ if env is None else env

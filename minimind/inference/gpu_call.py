@@ -14,10 +14,12 @@ ZeroGPU's queue like any other call. Closing the stream ends the call at its nex
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 
 import torch
 
+from ..hardware import one_thread_if_forked
 from .engine import Engine
 
 DEFAULT_CALL_S = 30  # what one answer asks ZeroGPU for: shorter calls are queued sooner
@@ -25,8 +27,12 @@ DEFAULT_CALL_S = 30  # what one answer asks ZeroGPU for: shorter calls are queue
 
 def _decoder(model):
     """The function a GPU call runs: the model (this process's copy) on the GPU when there is one,
-    one Engine, the request's tokens as they come."""
+    one Engine, the request's tokens as they come. In a worker forked from this process the CPU side
+    runs on one thread (`one_thread_if_forked`)."""
+    parent_pid = os.getpid()
+
     def decode(prompt_ids: list[int], sampler, max_new_tokens: int, stop_ids: list[int]) -> Iterator[int]:
+        one_thread_if_forked(parent_pid)
         device = "cuda" if torch.cuda.is_available() else "cpu"
         worker_model = model.to(device)
         engine = Engine(worker_model, max_batch=1)

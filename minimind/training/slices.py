@@ -21,9 +21,11 @@ a message saying so. Between slices other calls (chat) get the GPU.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..errors import MiniMindError, TrainingError
+from ..hardware import one_thread_if_forked
 from .checkpoint import latest_checkpoint
 from .config import TrainConfig
 from .distributed import DistInfo
@@ -36,12 +38,15 @@ MAX_FRUITLESS = 2      # slices in a row that saved nothing before the driver gi
 DEFAULT_SLICE_S = 60   # ZeroGPU's default duration for a call
 
 
-def train_slice(run_dir: str, resume: bool, slice_s: float) -> dict:
+def train_slice(run_dir: str, resume: bool, slice_s: float, parent_pid: int | None = None) -> dict:
     """One GPU call: start (or resume) the run saved in `run_dir`, train for at most `slice_s` seconds,
-    save, and return its status. Takes and returns only small picklable values."""
+    save, and return its status. Takes and returns only small picklable values. `parent_pid`: the
+    driver's process; in a worker forked from it the CPU side runs on one thread (`one_thread_if_forked`)."""
     run = RunDir(Path(run_dir))
     cfg = TrainConfig.load(run.config_file)
     cfg.run_dir = str(run.path)
+    if parent_pid is not None and one_thread_if_forked(parent_pid):
+        cfg.threads = 1
     return train(cfg, resume=resume, slice_s=slice_s)
 
 
@@ -96,7 +101,7 @@ def train_in_slices(run_dir: str | Path, slice_s: float = DEFAULT_SLICE_S, gpu=s
         if on_slice:
             on_slice(index, None)
         try:
-            status = call(str(run.path), resume, float(slice_s))
+            status = call(str(run.path), resume, float(slice_s), os.getpid())
         except Exception as err:  # the trainer failed, or the platform aborted the call (an overrun)
             written = run.read_status()
             if written.get("state") == "failed":

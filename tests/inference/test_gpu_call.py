@@ -2,10 +2,17 @@
 decodes in a forked worker that streams its tokens back, with the same text as the app process's own
 engine, and a stream closed early ends its call."""
 
+import json
+import os
+import subprocess
+import sys
 
 import httpx
 import pytest
 import torch
+from helpers import ROOT, tiny_config
+from serving.test_serving import serve
+from zerogpu_standin import StandInGpu
 
 from minimind import MiniMindForCausalLM
 from minimind.generation import chat, complete
@@ -14,10 +21,6 @@ from minimind.registry import ModelRegistry
 from minimind.sampling_params import SamplingParams
 from minimind.serving import create_app
 from minimind.tokenizer import save_tokenizer
-from zerogpu_standin import StandInGpu
-
-from helpers import tiny_config
-from serving.test_serving import serve
 
 Q = [{"role": "user", "content": "床前明月光"}]
 GREEDY = SamplingParams(temperature=0.0, max_new_tokens=24)
@@ -85,3 +88,38 @@ def test_a_model_decoding_in_gpu_calls_is_evicted_like_any_other(folder, tmp_pat
     second = registry.load(other)  # evicts the first (the registry retires its engine)
     assert list(registry._loaded.values()) == [second] and first is not second
     assert chat(second.model, second.tokenizer, Q, GREEDY, engine=second.engine).read() is not None
+
+
+# A GPU call's worker is forked from the app process. Once that process has run a parallel op on two
+# threads, GNU OpenMP's team does not survive the fork: without `one_thread_if_forked` the worker's
+# 1024x1024 matmul waits for it until the call is killed (measured here with PyTorch 2.13).
+FORKED_SCRIPT = """
+import json, os, sys, torch
+sys.path[:0] = [sys.argv[1]]
+torch.set_num_threads(2)
+torch.ones(4_000_000).add_(1)
+from zerogpu_standin import StandInGpu
+from minimind.hardware import one_thread_if_forked
+parent = os.getpid()
+
+def work():
+    forked = one_thread_if_forked(parent)
+    a = torch.randn(1024, 1024)
+    return [forked, torch.get_num_threads(), float((a @ a).sum())]
+
+gpu = StandInGpu()
+try:
+    result = gpu(20)(work)()
+except Exception as err:
+    result = repr(err)
+print(json.dumps({"result": result, "here": one_thread_if_forked(parent), "threads": torch.get_num_threads()}))
+"""
+
+
+def test_a_gpu_call_forked_after_the_app_process_used_its_threads_runs_on_one():
+    out = subprocess.run([sys.executable, "-c", FORKED_SCRIPT, str(ROOT / "tests")], cwd=ROOT, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["result"][:2] == [True, 1], got  # the worker: one thread, and its matmul finished
+    assert got["here"] is False and got["threads"] == 2  # the app process keeps its threads

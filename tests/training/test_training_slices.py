@@ -3,13 +3,24 @@ ZeroGPU does (a forked worker, pickled arguments, killed when it overruns); a sl
 run as an uninterrupted one, an overrun slice costs only the steps since the last save, and a slice
 too short for one step says so."""
 
+import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 from safetensors.torch import load_file
-from training_helpers import assert_same_losses, losses, make_config, save_base_model, write_chat_corpus, \
-    write_text_corpus
+from training_helpers import (
+    assert_same_losses,
+    losses,
+    make_config,
+    save_base_model,
+    write_chat_corpus,
+    write_text_corpus,
+)
 from zerogpu_standin import StandInGpu
 
 from minimind.errors import MiniMindError, TrainingError
@@ -17,7 +28,6 @@ from minimind.training import RunDir, train
 from minimind.training import loop as training_loop
 from minimind.training.checkpoint import latest_checkpoint
 from minimind.training.slices import spaces_gpu, train_in_slices
-
 
 STEPS = 300
 # the shortest stand-in slice: a slice's fork, load and save take a fixed ~0.4 s that a loaded
@@ -198,6 +208,47 @@ def test_a_trainer_error_inside_a_slice_ends_the_run_with_its_own_message(tmp_pa
         in_slices(cfg, 10.0, gpu)
     assert len(gpu.calls) == 1 and gpu.calls[0]["outcome"] == "error"
     assert "Error" != str(caught.value) and str(caught.value) == RunDir(tmp_path / "run").read_status()["error"]
+
+
+# The app process has run a parallel op on two threads (loading a model is enough), then a slice is forked
+# from it: GNU OpenMP's thread team does not survive the fork, and the slice's first parallel op (the
+# matmul peak it measures) would wait for it until the platform kills the call.
+AFTER_THREADS_SCRIPT = """
+import json, sys, torch
+sys.path[:0] = [sys.argv[1]]
+torch.set_num_threads(2)
+torch.ones(4_000_000).add_(1)
+from pathlib import Path
+from helpers import SAMPLE_TEXTS
+from training_helpers import make_config, save_base_model, write_chat_corpus
+from zerogpu_standin import StandInGpu
+from minimind.tokenizer import build_tokenizer
+from minimind.training import RunDir
+from minimind.training.slices import train_in_slices
+tmp = Path(sys.argv[2])
+base = save_base_model(tmp / "base", build_tokenizer(SAMPLE_TEXTS, vocab_size=512, min_frequency=1))
+cfg = make_config(tmp, [write_chat_corpus(tmp)], mode="lora", model__init_from=str(base), data__seq_len=96, max_steps=40,
+                  compile="off")
+run = RunDir(Path(cfg.run_dir)).create()
+cfg.save(run.config_file)
+gpu = StandInGpu()
+try:
+    status = train_in_slices(run.path, 20.0, gpu=gpu)
+except Exception as err:
+    status = {"state": repr(err)}
+print(json.dumps({"state": status["state"], "calls": gpu.calls, "threads": torch.get_num_threads()}))
+"""
+
+
+def test_a_slice_forked_after_the_app_process_used_its_threads_trains(tmp_path):
+    out = subprocess.run([sys.executable, "-c", AFTER_THREADS_SCRIPT, str(ROOT / "tests"), str(tmp_path)],
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["state"] == "finished" and all(c["outcome"] == "ok" for c in result["calls"]), result
+    assert result["threads"] == 2  # the app process keeps its threads; only the forked worker has one
+    assert "CPU (1 thread" in (tmp_path / "run" / "train.log").read_text()
 
 
 def test_off_zero_gpu_the_spaces_decorator_runs_each_slice_in_this_process(tmp_path, lora_build, monkeypatch):
