@@ -32,7 +32,7 @@ class Draft:
             raise ValueError(f"draft {kind!r}: use 'llama.cpp' or 'int8'")
         self.kind = kind if kind is not None else ("llama.cpp" if llama_cpp_installed() else "int8")
         self.note = ""                       # why the llama.cpp draft could not be used, if it could not
-        self.made = False                    # a draft was made since the engine last cleared this
+        self.drafts_made = 0                 # drafts made so far (a pass that made one is not timed)
         self.gguf: GgufDraft | None = None   # the llama.cpp context ...
         self.copied: Weights | None = None   # ... and the prepared weights it is a copy of
         self._model = model_ref
@@ -79,7 +79,7 @@ class Draft:
 
     def _int8_guess(self, w: Weights, request, k: int) -> list[int]:
         if not w.drafted:
-            self.made = True
+            self.drafts_made += 1
         draft = w.draft()
         if request.draft_cache is None:
             request.draft_cache = KVCache(draft, request.cache.capacity)
@@ -102,7 +102,7 @@ class Draft:
         model = self._model()
         if model is None:
             return None
-        self.made = True
+        self.drafts_made += 1
         try:
             self.gguf, self.copied = GgufDraft(model, w.max_positions, torch.get_num_threads()), w
         except Exception as err:  # an export the GGUF cannot hold, a llama.cpp that fails to load it

@@ -250,14 +250,14 @@ class Engine:
             self._speculate(request)
             return
         speculative = self.choice.speculate()
-        start, count = time.perf_counter(), request.count
-        self.draft.made = False
+        start, count, drafts = time.perf_counter(), request.count, self.draft.drafts_made
         if speculative:
             self._speculate(request)
         else:
             self._step([request])
         # (a pass that made a draft, first or after the weights changed, is not timed)
-        self.choice.record(speculative, time.perf_counter() - start, request.count - count, made=self.draft.made)
+        self.choice.record(speculative, time.perf_counter() - start, request.count - count,
+                           made=self.draft.drafts_made != drafts)
 
     def describe(self) -> str:
         """How lone greedy requests decode: "plain", "speculative" or what the timings chose, and
