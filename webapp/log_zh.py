@@ -73,8 +73,9 @@ LOG = Table([
          "GPU 时间片在第 {step}/{n} 步用完；下一片从这里继续"),
     Said(r"finished: (?P<n>\d+) steps in (?P<wall>\d+)s of wall time \((?P<loop>\d+)s of it in the training loop, "
          r"the rest loading and preparing\)", "完成：{n} 步，墙钟时间 {wall} 秒（其中训练循环 {loop} 秒，其余是加载和准备）"),
-    Said(r"finished: (?P<n>\d+) steps, (?P<loop>\d+)s in the training loop in all; since resuming at step "
-         r"(?P<k>\d+), (?P<wall>\d+)s of wall time", "完成：{n} 步，训练循环共 {loop} 秒；从第 {k} 步继续以来，墙钟时间 {wall} 秒"),
+    Said(r"finished: (?P<n>\d+) steps in (?P<wall>\d+)s of wall time in all, (?P<loop>\d+)s of it in the training "
+         r"loop \(this process resumed at step (?P<k>\d+)\)",
+         "完成：{n} 步，墙钟时间共 {wall} 秒，其中训练循环 {loop} 秒（本进程从第 {k} 步继续）"),
     Said(r"finished: (?P<n>\d+) steps in (?P<s>\d+)s", "完成：{n} 步，用时 {s} 秒"),  # runs before the wall time
     Said(r"final evaluation on all (?P<rows>[\d,]+) validation rows: (?P<figures>.*?); confusion matrix in "
          r"(?P<file>\S+)",

@@ -173,9 +173,14 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
     main = info.is_main
     log = run_dir.log if main else (lambda _msg: None)
 
+    wall_before = 0.0  # a resumed run's wall seconds in the processes before this one (from its checkpoint)
+
+    def wall() -> float:  # the run's wall seconds: this process's, set-up included, after those before it
+        return wall_before + time.perf_counter() - started
+
     def phase(name: str) -> None:  # what the run is doing, for the page while it has no step to show
         if main:
-            run_dir.write_status(phase=name, wall_s=time.perf_counter() - started)
+            run_dir.write_status(phase=name, wall_s=wall())
 
     if device == "cpu" and retain_freed_memory():
         log(f"CPU memory: freed blocks up to {MMAP_THRESHOLD >> 20} MB stay in the process (glibc mmap/trim thresholds)")
@@ -326,13 +331,14 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
                     write_generation_config(folder, tokenizer, base_model.config)
             save_tokenizer(tokenizer, folder)  # (the form transformers 4.x loads too)
 
-        trainer_state = {**state, "step": step, "epoch": stream.epoch_at(step)}
+        trainer_state = {**state, "step": step, "epoch": stream.epoch_at(step), "wall_s": wall()}
         path = save_checkpoint(run_dir.checkpoints, step, write_model, optim_sd, trainer_state, cfg.keep_checkpoints)
         log(f"saved {path.name}")
         return path
 
     step = state["step"]
     state_start = step
+    wall_before = state.get("wall_s", 0.0)
     # where the interval evaluations and saves count from (a resumed run: its last multiple; a fresh
     # one's first automatic evaluation is placed by first_eval_from at every step until it happens,
     # so that a re-planned run places it anew)
@@ -486,7 +492,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
                                  phase="finishing" if last else ("compiling" if (
                                      loss_fn.compiled and step - state_start < 2) or (
                                      trial is not None and trial.compiling) else "training"),
-                                 eta_s=eta, elapsed_s=elapsed, wall_s=time.perf_counter() - started,
+                                 eta_s=eta, elapsed_s=elapsed, wall_s=wall(),
                                  tokens=state["tokens_seen"],
                                  epoch=stream.epoch_at(step), **{k: v for k, v in last_eval.items() if k != "step"})
         if stop_now and not last:
@@ -503,17 +509,17 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
     final_figures = _final_report(objective, model, corpus, cfg, tokenizer, run_dir, step, main, log)
     final = latest_checkpoint(run_dir.checkpoints) if main else None
     if main:
-        wall = time.perf_counter() - started
+        total_wall = wall()
         if stopped:
             run_dir.log_event(RunEvent("stopped", step=step))  # each face says how to go on in its own words
-        elif state_start:  # resumed (a GPU slice, a restart): this process's wall time is not the run's
-            log(f"finished: {step} steps, {state['elapsed_s']:.0f}s in the training loop in all; since resuming "
-                f"at step {state_start}, {wall:.0f}s of wall time")
+        elif state_start:  # resumed (a GPU slice, a restart): the processes before this one count too
+            log(f"finished: {step} steps in {total_wall:.0f}s of wall time in all, {state['elapsed_s']:.0f}s of it in "
+                f"the training loop (this process resumed at step {state_start})")
         else:
-            log(f"finished: {step} steps in {wall:.0f}s of wall time ({state['elapsed_s'] - elapsed_before:.0f}s "
+            log(f"finished: {step} steps in {total_wall:.0f}s of wall time ({state['elapsed_s'] - elapsed_before:.0f}s "
                 "of it in the training loop, the rest loading and preparing)")
         return run_dir.write_status(state="stopped" if stopped else "finished", step=step, total=max_steps,
-                                    wall_s=wall,
+                                    wall_s=total_wall,
                                     final_checkpoint=str(final) if final else None,
                                     eta_s=0 if not stopped else None, **final_figures)
     return {}

@@ -255,8 +255,8 @@ def test_log_lines_keep_their_time_and_unknown_lines_stay_as_written():
         "2026-01-01 10:00:00 第 40 步评估：损失 3.512 困惑度 33.5 BPC 5.1"
     assert log_text_zh("2026-01-01 10:00:00 saved step-40") == "2026-01-01 10:00:00 已保存 step-40"
     assert log_line_zh("Traceback (most recent call last):") == "Traceback (most recent call last):"
-    assert log_line_zh("finished: 600 steps, 21s in the training loop in all; since resuming at step 581, 4s of "
-                       "wall time") == "完成：600 步，训练循环共 21 秒；从第 581 步继续以来，墙钟时间 4 秒"
+    assert log_line_zh("finished: 600 steps in 75s of wall time in all, 21s of it in the training loop (this "
+                       "process resumed at step 581)") == "完成：600 步，墙钟时间共 75 秒，其中训练循环 21 秒（本进程从第 581 步继续）"
     # lines of runs from before the trainer's current words
     assert log_line_zh("speed probe: 0.25s/step -> 120 steps in 30s") == "速度探测：每步 0.25 秒 → 30 秒内 120 步"
     assert log_line_zh("finished: 120 steps in 31s") == "完成：120 步，用时 31 秒"
