@@ -8,6 +8,11 @@ class MiniMindError(Exception):
     """Base of every error caused by what a user asked for or handed in."""
 
 
+def failure_message(err: BaseException) -> str:
+    """What a failed run says: our own errors' sentence, anything else with its class name."""
+    return str(err) if isinstance(err, MiniMindError) else f"{type(err).__name__}: {err}"
+
+
 class CorpusError(MiniMindError):
     """A corpus file cannot be used; names the file and, where known, the line or record."""
 

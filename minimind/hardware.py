@@ -6,6 +6,8 @@ loading the trainer for one fact."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +87,26 @@ def one_thread_if_forked(parent_pid: int) -> bool:
 
     torch.set_num_threads(1)
     return True
+
+
+def on_one_thread_when_forked(fn):
+    """`fn` for a GPU call (`spaces.GPU(duration)(on_one_thread_when_forked(fn))`): run in a worker
+    forked from this process, it first puts PyTorch's CPU side on one thread (`one_thread_if_forked`);
+    run here (off ZeroGPU the decorator calls it in place), it keeps this process's threads. A
+    generator function stays one, as the platform streams those."""
+    parent_pid = os.getpid()
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def stream(*args, **kwargs):
+            one_thread_if_forked(parent_pid)
+            yield from fn(*args, **kwargs)
+        return stream
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        one_thread_if_forked(parent_pid)
+        return fn(*args, **kwargs)
+    return call
 
 
 def on_zero_gpu(env=None) -> bool:

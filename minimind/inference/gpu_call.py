@@ -14,12 +14,11 @@ ZeroGPU's queue like any other call. Closing the stream ends the call at its nex
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 
 import torch
 
-from ..hardware import one_thread_if_forked
+from ..hardware import on_one_thread_when_forked
 from .engine import Engine
 
 DEFAULT_CALL_S = 30  # what one answer asks ZeroGPU for: shorter calls are queued sooner
@@ -27,12 +26,8 @@ DEFAULT_CALL_S = 30  # what one answer asks ZeroGPU for: shorter calls are queue
 
 def _decoder(model):
     """The function a GPU call runs: the model (this process's copy) on the GPU when there is one,
-    one Engine, the request's tokens as they come. In a worker forked from this process the CPU side
-    runs on one thread (`one_thread_if_forked`)."""
-    parent_pid = os.getpid()
-
+    one Engine, the request's tokens as they come."""
     def decode(prompt_ids: list[int], sampler, max_new_tokens: int, stop_ids: list[int]) -> Iterator[int]:
-        one_thread_if_forked(parent_pid)
         device = "cuda" if torch.cuda.is_available() else "cpu"
         worker_model = model.to(device)
         engine = Engine(worker_model, max_batch=1)
@@ -49,7 +44,7 @@ class GpuCallEngine:
         self.vocab_size = local.vocab_size
         self.weights = local.weights        # the app process's copy (memory accounting)
         self.max_batch = local.max_batch
-        self._call = gpu(duration)(_decoder(model))
+        self._call = gpu(duration)(on_one_thread_when_forked(_decoder(model)))
 
     def memory_bytes(self) -> int:
         """What the app process holds for this model (its own engine's weights)."""

@@ -21,7 +21,7 @@ from .budget import PROBE_PLAN_SHARE, planned_steps
 from .compiling import wants_compile
 from .config import TrainConfig
 from .modes import count_parameters
-from .precision import bf16_supported, describe, pick_device
+from .precision import describe, pick_device, resolved_for
 from .run_dir import RunDir
 from .setup import set_up, speed_probe
 
@@ -58,7 +58,7 @@ def estimate(config: TrainConfig, probe_steps: int = 2, scratch: str | None = No
     seconds a step of this shape took in an earlier run here), and plan its steps with the trainer's
     own arithmetic (budget.planned_steps)."""
     device = pick_device(config.device)
-    cfg = config.resolved(device, bf16_supported(device))
+    cfg = resolved_for(config, device)
     info = dist.DistInfo()
     run = RunDir(scratch or cfg.run_dir or ".")
     started = time.perf_counter()

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from ..errors import MiniMindError, TrainingError
+from ..errors import TrainingError, failure_message
 import minimind.training.distributed as dist
 import minimind.training.reporting as reporting
 from .allocator import MMAP_THRESHOLD, retain_freed_memory
@@ -46,7 +46,7 @@ from .config import TrainConfig
 from .events import RunEvent
 from .modes import count_parameters, trainable_parameters
 from .perf import flops_per_token, matmul_peak_flops
-from .precision import Precision, bf16_supported, describe, pick_device
+from .precision import Precision, describe, pick_device, resolved_for
 from .run_dir import RunDir, new_run_id
 from .schedule import lr_at
 from .setup import choose_dropout, set_up, step_batches
@@ -101,7 +101,7 @@ def train(config: TrainConfig, resume: bool = False, progress=None, slice_s: flo
     run = RunDir(Path(config.run_dir or Path("runs") / new_run_id()))
     if resume and not run.config_file.is_file():
         raise TrainingError(f"{run.path}: nothing to resume (no config.yaml in that run folder)")
-    cfg = config.resolved(device.split(":")[0], bf16_supported(device))
+    cfg = resolved_for(config, device)
     cfg.run_dir = str(run.path)
     if info.is_main:
         _start_run_folder(run, cfg, resume, describe(device, cfg.precision))
@@ -113,14 +113,14 @@ def train(config: TrainConfig, resume: bool = False, progress=None, slice_s: flo
                 f"this run is set to {cfg.processes} processes but was started as {info.world}: start it with "
                 f"torchrun --nproc_per_node={cfg.processes} -m minimind train ... (the web page does), "
                 "or set processes=1 to train with whatever number torchrun starts")
-        if cfg.threads:
+        if cfg.threads and slice_s is None:  # (a GPU slice keeps its worker's one thread: one_thread_if_forked)
             torch.set_num_threads(cfg.threads)
         with _StopFlag() as stop, contextlib.ExitStack() as closing:
             status = _train(cfg, run, info, device, resume, stop, progress, started, closing, slice_s)
         clean = True
         return status
     except BaseException as err:
-        message = str(err) if isinstance(err, MiniMindError) else f"{type(err).__name__}: {err}"
+        message = failure_message(err)
         if info.is_main:
             with contextlib.suppress(OSError):  # a folder that cannot be written cannot take the news
                 run.log("FAILED: " + message)  # a bug's traceback goes to stderr (the job's stdout.log), not here
@@ -161,9 +161,10 @@ SLICE_STEP_WINDOW = 8  # a slice plans its next step as slow as the slowest of t
 
 def slice_spent(now: float, deadline: float, step_s: float, save_s: float | None, eval_s: float,
                 slice_s: float) -> bool:
-    """Would one more step (`step_s`: the slowest of the last few; with room for a slower one), an
-    evaluation it may bring and the save after it run past the slice's end? The save: as long as the last one in this slice took, else a tenth of the
-    slice; the evaluation: as long as the last one took (0 before the first)."""
+    """Would one more step (`step_s`: the slowest of the last few, with room for a slower one), an
+    evaluation it may bring and the save after it run past the slice's end? The save: as long as
+    the last one in this slice took, else a tenth of the slice; the evaluation: as long as the last
+    one took (0 before the first)."""
     reserve = (save_s if save_s is not None else 0.1 * slice_s) + eval_s
     return now + 1.5 * step_s + reserve > deadline
 
@@ -173,14 +174,15 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
     main = info.is_main
     log = run_dir.log if main else (lambda _msg: None)
 
-    wall_before = 0.0  # a resumed run's wall seconds in the processes before this one (from its checkpoint)
+    # a resumed run's wall seconds in the processes before this one: known once its checkpoint is read
+    wall_before = None if resume else 0.0
 
     def wall() -> float:  # the run's wall seconds: this process's, set-up included, after those before it
         return wall_before + time.perf_counter() - started
 
     def phase(name: str) -> None:  # what the run is doing, for the page while it has no step to show
         if main:
-            run_dir.write_status(phase=name, wall_s=wall())
+            run_dir.write_status(phase=name, **({"wall_s": wall()} if wall_before is not None else {}))
 
     if device == "cpu" and retain_freed_memory():
         log(f"CPU memory: freed blocks up to {MMAP_THRESHOLD >> 20} MB stay in the process (glibc mmap/trim thresholds)")
@@ -351,7 +353,10 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
     run_start = time.perf_counter() - elapsed_before
     last_status = 0.0
     last_eval: dict = {}
-    recent_steps = collections.deque(maxlen=SLICE_STEP_WINDOW)  # seconds of the last steps (a slice plans with them)
+    # seconds of the last steps, a slice plans with them; this process's first step (its warm-up) only until
+    # a second one is timed
+    recent_steps = collections.deque(maxlen=SLICE_STEP_WINDOW)
+    first_step_s = None
     model.train()
     stopped = False
 
@@ -395,7 +400,10 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         now = time.perf_counter()
         elapsed = now - run_start
         state["elapsed_s"] = elapsed
-        recent_steps.append(now - step_start)
+        if first_step_s is None:
+            first_step_s = now - step_start
+        else:
+            recent_steps.append(now - step_start)
         if plan_at_first_step:  # the first step (eager) was the speed probe: plan the run from it
             plan_at_first_step = False
             timing = dist.means({"step_s": now - step_start, "left_s": budget.left(now)}, info)  # all ranks agree
@@ -481,7 +489,8 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         # it (the signal reaches ranks at different moments), or the others wait for it forever
         stop_now = dist.mean(float(stop.requested), info) > 0 if info.enabled else stop.requested
         sliced = slice_s is not None and not last and not stop_now and slice_spent(
-            time.perf_counter(), started + SLICE_USABLE * slice_s, max(recent_steps), save_s, eval_s, slice_s)
+            time.perf_counter(), started + SLICE_USABLE * slice_s, max(recent_steps, default=first_step_s), save_s,
+            eval_s, slice_s)
         stop_now = stop_now or sliced
         if save_due or last or stop_now:
             do_save(step)

@@ -38,6 +38,12 @@ def bf16_supported(device: str) -> bool:
     return False
 
 
+def resolved_for(config, device: str):
+    """`config` with its auto fields filled for `device` (the trainer, the estimate and the ZeroGPU
+    driver resolve alike, so the driver's prepared data is the cache a slice reads)."""
+    return config.resolved(device.split(":")[0], bf16_supported(device))
+
+
 @dataclass
 class Precision:
     """How the forward pass runs and whether gradients need loss scaling."""

@@ -64,9 +64,7 @@ def set_up(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, start
     torch.manual_seed(cfg.seed)
     precision = Precision(cfg.precision, device.split(":")[0])
     phase("preparing_data")
-    tokenizer = prepare_tokenizer(cfg, run, info)
-    corpus = prepare_data(cfg, tokenizer, info)
-    check_mode_kind(cfg.mode, corpus.kind, cfg.task)  # the kind the data turned out to be, before any model
+    tokenizer, corpus = prepare_inputs(cfg, run, info)
     budget = Budget.start(cfg.time_budget_s, started) if cfg.time_budget_s > 0 else None
     # a new model's objective does not depend on the model: it times the candidate sizes
     objective = build_objective(cfg, None, tokenizer, device, precision, corpus, log) if cfg.new_model else None
@@ -112,6 +110,15 @@ def set_up(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, start
             budget = Budget.start(cfg.time_budget_s, started, already_used=state.get("elapsed_s", 0.0))
     return Run(cfg, precision, tokenizer, corpus, budget, base_model, model, objective, optimizer,
                precision.grad_scaler(), stream, state, checkpoint, sized, memory, step_s)
+
+
+def prepare_inputs(cfg: TrainConfig, run: RunDir, info):
+    """The run's tokenizer and prepared data, the data's kind checked against the mode: all of a run
+    that needs no model and no device (the ZeroGPU driver makes them before the first GPU slice)."""
+    tokenizer = prepare_tokenizer(cfg, run, info)
+    corpus = prepare_data(cfg, tokenizer, info)
+    check_mode_kind(cfg.mode, corpus.kind, cfg.task)  # the kind the data turned out to be, before any model
+    return tokenizer, corpus
 
 
 def prepare_tokenizer(cfg: TrainConfig, run: RunDir, info):

@@ -21,51 +21,49 @@ a message saying so. Between slices other calls (chat) get the GPU.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from ..errors import MiniMindError, TrainingError
-from ..hardware import one_thread_if_forked
+from ..errors import TrainingError, failure_message
+from ..hardware import on_one_thread_when_forked
 from .checkpoint import latest_checkpoint
 from .config import TrainConfig
 from .distributed import DistInfo
 from .loop import train
-from .precision import bf16_supported, pick_device
+from .precision import pick_device, resolved_for
 from .run_dir import RunDir
-from .setup import prepare_data, prepare_tokenizer
+from .setup import prepare_inputs
 
 MAX_FRUITLESS = 2      # slices in a row that saved nothing before the driver gives up
 DEFAULT_SLICE_S = 60   # ZeroGPU's default duration for a call
 
 
-def train_slice(run_dir: str, resume: bool, slice_s: float, parent_pid: int | None = None) -> dict:
+def train_slice(run_dir: str, resume: bool, slice_s: float) -> dict:
     """One GPU call: start (or resume) the run saved in `run_dir`, train for at most `slice_s` seconds,
-    save, and return its status. Takes and returns only small picklable values. `parent_pid`: the
-    driver's process; in a worker forked from it the CPU side runs on one thread (`one_thread_if_forked`)."""
+    save, and return its status. Takes and returns only small picklable values."""
     run = RunDir(Path(run_dir))
     cfg = TrainConfig.load(run.config_file)
     cfg.run_dir = str(run.path)
-    if parent_pid is not None and one_thread_if_forked(parent_pid):
-        cfg.threads = 1
     return train(cfg, resume=resume, slice_s=slice_s)
 
 
 def prepare_before_slices(run: RunDir, cfg: TrainConfig) -> None:
-    """The run's tokenizer and prepared data, made here (CPU work, no GPU needed) and cached where
-    every slice finds them. In a slice they would take GPU time, and a corpus that takes longer to
-    tokenize than a slice lasts would abort every slice and never start. Data that cannot be used
-    fails the run here, before it takes any GPU time. The config is resolved as the slice will
-    resolve it (the device decided without touching CUDA), so the slice hits the same cache."""
-    device = pick_device(cfg.device)
-    resolved = cfg.resolved(device.split(":")[0], bf16_supported(device))
-    resolved.run_dir = str(run.path)
+    """The run's tokenizer and prepared data (`setup.prepare_inputs`), made here (CPU work, no GPU
+    needed) and cached where every slice finds them. In a slice they would take GPU time, and a corpus
+    that takes longer to tokenize than a slice lasts would abort every slice and never start. Data
+    that cannot be used fails the run here, before it takes any GPU time. The config is resolved
+    as the slice resolves it (`resolved_for`; the device decided without touching CUDA), so the
+    slice reads the same cache."""
     run.write_status(phase="preparing_data")
     try:
-        prepare_data(resolved, prepare_tokenizer(resolved, run, DistInfo()), DistInfo())
-    except MiniMindError as err:
-        run.log(f"FAILED: {err}")
-        run.write_status(state="failed", error=str(err))
-        raise
+        resolved = resolved_for(cfg, pick_device(cfg.device))
+        resolved.run_dir = str(run.path)
+        prepare_inputs(resolved, run, DistInfo())
+    except Exception as err:
+        message = failure_message(err)
+        run.log(f"FAILED: {message}")
+        run.write_status(state="failed", error=message)
+        raise TrainingError(message) from err
+    run.write_status(phase="starting")  # (waiting for the first GPU call)
 
 
 def spaces_gpu(duration: float):
@@ -92,7 +90,7 @@ def train_in_slices(run_dir: str | Path, slice_s: float = DEFAULT_SLICE_S, gpu=s
         cfg.save(run.config_file)
         run.log("compile: off (each GPU slice is a fresh process, which would compile the model again)")
     prepare_before_slices(run, cfg)
-    call = gpu(slice_s)(train_slice)
+    call = gpu(slice_s)(on_one_thread_when_forked(train_slice))
     fruitless, index, status = 0, 0, {}
     while not stop_requested():
         index += 1
@@ -101,7 +99,7 @@ def train_in_slices(run_dir: str | Path, slice_s: float = DEFAULT_SLICE_S, gpu=s
         if on_slice:
             on_slice(index, None)
         try:
-            status = call(str(run.path), resume, float(slice_s), os.getpid())
+            status = call(str(run.path), resume, float(slice_s))
         except Exception as err:  # the trainer failed, or the platform aborted the call (an overrun)
             written = run.read_status()
             if written.get("state") == "failed":

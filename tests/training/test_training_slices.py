@@ -81,7 +81,7 @@ def test_a_lora_run_in_slices_is_the_uninterrupted_run(tmp_path, lora_build):
     assert "GPU slice spent at step" in log and "resumed from step-" in log
     assert f"finished: {STEPS} steps in " in log and "of wall time in all" in log  # not one slice's wall time
     in_calls = sum(c["seconds"] for c in gpu.calls)  # the run's wall time is its slices' (less each one's start)
-    assert 0.7 * in_calls <= status["wall_s"] <= in_calls, (status["wall_s"], gpu.calls)
+    assert 0.5 * in_calls <= status["wall_s"] <= in_calls, (status["wall_s"], gpu.calls)
 
 
 def test_a_pretraining_run_in_slices_is_the_uninterrupted_run(tmp_path, tokenizer_dir):
@@ -130,7 +130,7 @@ def test_an_overrunning_slice_is_aborted_and_the_next_resumes_from_the_last_save
 def test_a_slice_plans_its_next_step_as_slow_as_the_slowest_recent_one(tmp_path, lora_build, monkeypatch):
     """On a shared machine one step can take many times the one before it: a slice that planned with the
     last step alone would start a step it cannot finish. One slow step counts for the next few decisions."""
-    slow, planned = 2.0, []
+    slow, planned = 5.0, []
     real_spent, real_update = training_loop.slice_spent, training_loop._update
     updates = iter(range(10**6))
 
@@ -189,11 +189,13 @@ def test_the_tokenizer_and_data_are_prepared_before_the_first_slice(tmp_path):
     assert (run / "train.log").read_text().count("tokenizer: ") == 1
 
 
-def test_data_that_cannot_be_used_fails_the_run_before_any_gpu_slice(tmp_path, tokenizer):
+@pytest.mark.parametrize("rows", ["\n", json.dumps({"prompt": "p", "chosen": "a", "rejected": "b"}) + "\n"],
+                         ids=["empty", "pairs for lora"])
+def test_data_that_cannot_be_used_fails_the_run_before_any_gpu_slice(tmp_path, tokenizer, rows):
     base = save_base_model(tmp_path / "base", tokenizer)
-    empty = tmp_path / "empty.jsonl"
-    empty.write_text("\n")
-    cfg = make_config(tmp_path, [empty], mode="lora", model__init_from=str(base))
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(rows)
+    cfg = make_config(tmp_path, [corpus], mode="lora", model__init_from=str(base))
     gpu = StandInGpu()
     with pytest.raises(MiniMindError) as caught:
         in_slices(cfg, 5.0, gpu)
@@ -214,7 +216,8 @@ def test_a_trainer_error_inside_a_slice_ends_the_run_with_its_own_message(tmp_pa
 
 # The app process has run a parallel op on two threads (loading a model is enough), then a slice is forked
 # from it: GNU OpenMP's thread team does not survive the fork, and the slice's first parallel op (the
-# matmul peak it measures) would wait for it until the platform kills the call.
+# matmul peak it measures) would wait for it until the platform kills the call. (PyTorch's CPU wheels use
+# GNU OpenMP; with a fork-safe OpenMP this test would pass without the fix too.)
 AFTER_THREADS_SCRIPT = """
 import json, sys, torch
 sys.path[:0] = [sys.argv[1]]

@@ -94,7 +94,7 @@ def watch(ctx: AppContext, run_id):
         facts.append(tr("f_slice", k=s["slice"], s=f"{s.get('slice_s') or 0:.0f}"))
     if s.get("tokens_per_s"):
         facts.append(tr("f_tokens_s", v=f"{s['tokens_per_s']:,.0f}"))
-    if s.get("wall_s"):  # since the run's process started: what the user's clock says (set-up included)
+    if s.get("wall_s"):  # the run's processes, set-up included (a resumed run's earlier ones too): the user's clock
         facts.append(tr("f_wall", v=duration(s["wall_s"])))
     if s.get("lr") is not None:
         facts.append(tr("f_lr", v=f"{s['lr']:.2e}"))

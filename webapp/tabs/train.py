@@ -25,7 +25,7 @@ import gradio as gr
 import pandas as pd
 from gradio.context import get_render_context
 
-from minimind.hardware import detect
+from minimind.hardware import detect, on_one_thread_when_forked
 from minimind.training import RunDir, TrainConfig
 from minimind.training.config import CLASSIFY_MODES, EXTENDABLE, PRECISIONS, DistillSection, DpoSection
 from minimind.training.estimate import MIN_USEFUL_STEPS
@@ -61,7 +61,8 @@ def do_estimate(ctx: AppContext, form: TrainForm) -> str:
         # a fresh folder (nothing of an earlier estimate is reused), in a child within the page's limits;
         # on ZeroGPU in a GPU call instead (a child process would never see the GPU it estimates for)
         if ctx.jobs.gpu_slices is not None:
-            e, spelled = ctx.jobs.gpu_slices(ESTIMATE_GPU_S)(work.estimate_run)(config, scratch)
+            e, spelled = ctx.jobs.gpu_slices(ESTIMATE_GPU_S)(on_one_thread_when_forked(work.estimate_run))(config,
+                                                                                                       scratch)
         else:
             e, spelled = ctx.bounded.run(work.estimate_run, config, scratch, what="the estimate")
     size = f"`{e.preset}`; " if e.preset else ""
