@@ -75,36 +75,34 @@ class Hardware:
         return f"{self.name}{memory}, {precision}"
 
 
-def one_thread_if_forked(parent_pid: int) -> bool:
+def _one_thread_if_forked(parent_pid: int) -> None:
     """In a worker forked from `parent_pid` (a ZeroGPU call), put PyTorch's CPU side on one thread.
     GNU OpenMP does not survive a fork: once the parent has run a parallel op on several threads
     (loading a model is enough), the child's first parallel op waits forever for threads it does not
     have, and the platform kills the call at its duration. One thread runs no parallel region; the
-    worker's real work is on the GPU. Returns whether this is such a worker."""
-    if os.getpid() == parent_pid:
-        return False
-    import torch
+    worker's real work is on the GPU."""
+    if os.getpid() != parent_pid:
+        import torch
 
-    torch.set_num_threads(1)
-    return True
+        torch.set_num_threads(1)
 
 
 def on_one_thread_when_forked(fn):
     """`fn` for a GPU call (`spaces.GPU(duration)(on_one_thread_when_forked(fn))`): run in a worker
-    forked from this process, it first puts PyTorch's CPU side on one thread (`one_thread_if_forked`);
+    forked from this process, it first puts PyTorch's CPU side on one thread (`_one_thread_if_forked`);
     run here (off ZeroGPU the decorator calls it in place), it keeps this process's threads. A
     generator function stays one, as the platform streams those."""
     parent_pid = os.getpid()
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
         def stream(*args, **kwargs):
-            one_thread_if_forked(parent_pid)
+            _one_thread_if_forked(parent_pid)
             yield from fn(*args, **kwargs)
         return stream
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        one_thread_if_forked(parent_pid)
+        _one_thread_if_forked(parent_pid)
         return fn(*args, **kwargs)
     return call
 

@@ -113,7 +113,7 @@ def train(config: TrainConfig, resume: bool = False, progress=None, slice_s: flo
                 f"this run is set to {cfg.processes} processes but was started as {info.world}: start it with "
                 f"torchrun --nproc_per_node={cfg.processes} -m minimind train ... (the web page does), "
                 "or set processes=1 to train with whatever number torchrun starts")
-        if cfg.threads and slice_s is None:  # (a GPU slice keeps its worker's one thread: one_thread_if_forked)
+        if cfg.threads and slice_s is None:  # (a GPU slice keeps its worker's one thread: on_one_thread_when_forked)
             torch.set_num_threads(cfg.threads)
         with _StopFlag() as stop, contextlib.ExitStack() as closing:
             status = _train(cfg, run, info, device, resume, stop, progress, started, closing, slice_s)
