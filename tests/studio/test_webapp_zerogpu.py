@@ -55,6 +55,9 @@ def test_a_run_trains_in_slices_on_the_app_and_the_page_says_which(zero):
     wait_for(lambda: len(gpu.calls) >= status["slice"], timeout=30, every=0.1, what="the last GPU call's record")
     assert len(gpu.calls) == status["slice"] >= 2 and all(c["outcome"] == "ok" for c in gpu.calls)
     assert any(r[0] == run_id for r in ctx.jobs.finished_models())
+    # each slice loads and prepares again: the page says how much of the wall time was training
+    _, facts, *_ = run_view.watch(ctx, run_id)
+    assert "s of it in the training loop)" in facts, facts
 
 
 def test_stop_takes_effect_when_the_slice_ends_and_resume_goes_on_in_slices(zero):

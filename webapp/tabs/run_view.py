@@ -95,7 +95,7 @@ def watch(ctx: AppContext, run_id):
     if s.get("tokens_per_s"):
         facts.append(tr("f_tokens_s", v=f"{s['tokens_per_s']:,.0f}"))
     if s.get("wall_s"):  # the run's processes, set-up included (a resumed run's earlier ones too): the user's clock
-        facts.append(tr("f_wall", v=duration(s["wall_s"])))
+        facts.append(wall_fact(s["wall_s"], s.get("elapsed_s")))
     if s.get("lr") is not None:
         facts.append(tr("f_lr", v=f"{s['lr']:.2e}"))
     if s.get("loss") is not None:
@@ -110,6 +110,17 @@ def watch(ctx: AppContext, run_id):
         facts.append(tr("f_model", v=f"`{Path(s['final_checkpoint']).relative_to(ctx.workspace.root)}`"))
     return (bar, " · ".join(facts), loss_plot(loss_curve(run)), log_text(run), runs, queue_md,
             gr.update(choices=run_choices(ctx), **({"value": run_id} if picked else {})))
+
+
+def wall_fact(wall_s: float, loop_s: float | None) -> str:
+    """The run's wall time, and the part of it in the training loop where the rest is large enough to
+    see: loading, preparing data, compiling and the final save, in every process of a resumed or
+    sliced run. A resumed
+    run's time budget counts only the training of its earlier processes (setup.py), so such a run
+    can show more wall time than its budget, and this says where the rest went."""
+    if loop_s is None or wall_s - loop_s < 1:
+        return tr("f_wall", v=duration(wall_s))
+    return tr("f_wall_loop", v=duration(wall_s), loop=duration(loop_s))
 
 
 def doing(status: dict) -> str:
