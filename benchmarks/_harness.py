@@ -148,7 +148,8 @@ def standalone(run: Callable[..., dict], description: str) -> None:
 def fine_tune_main(run, doc: str, minutes_help: str, adapters: str, options: dict | None = None) -> None:
     """The command line of a benchmark that fine-tunes the shipped model for a budget (dpo, grpo):
     --quick / --tiny, the budget, the weights that train, and TrainConfig overrides for sweeps;
-    `options` {name: argparse keywords} adds a benchmark's own, passed to `run` by name."""
+    `options` {name: argparse keywords} adds a benchmark's own, passed to `run` by name (dashes as
+    underscores)."""
     import argparse
 
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -162,5 +163,5 @@ def fine_tune_main(run, doc: str, minutes_help: str, adapters: str, options: dic
         parser.add_argument(f"--{name}", **keywords)
     args = parser.parse_args()
     chosen = tuple("" if a == "full" else a for a in args.adapters.split(","))
-    own = {name: getattr(args, name) for name in options or {}}
+    own = {name.replace("-", "_"): getattr(args, name.replace("-", "_")) for name in options or {}}
     print_result(run(args.quick, args.tiny, args.minutes, chosen, tuple(args.overrides), **own))

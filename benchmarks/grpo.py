@@ -23,6 +23,10 @@ starts from it and measures a second round. The first-round figures in RESULTS.m
 at 3576431, whose MiniMind-Tang is the chat model before GRPO (in git history:
 `git show 3576431:checkpoints/minimind-tang/model.safetensors`).
 
+`--compare-models BEFORE,AFTER` measures two saved models with the same code and trains nothing:
+what a recipe's GRPO stage did (scripts/train_tang.sh: its chat fine-tune, then the model it
+ships), e.g. `python -m benchmarks.grpo --compare-models work/tang/sft/checkpoints/step-1164,checkpoints/minimind-tang`.
+
 - rollout speed: 8 held-out prompts x 8 answers sampled as GRPO samples them (temperature 1,
   no top-k/top-p, up to 96 tokens), by the batched engine (RolloutPolicy.sample) and by
   transformers' `model.generate` one answer at a time (the reference), tokens per second of
@@ -199,13 +203,45 @@ def reward_curve(run_dir: Path, points: int = 6) -> str:
                      for r in picks)
 
 
+def compare(before: Path, after: Path, tiny: bool = False) -> dict:
+    """The same figures for two saved models, with no training: a recipe's model before its GRPO
+    stage and after it (scripts/train_tang.sh's chat fine-tune and the model it ships), beside
+    real poems. Each model answers with its own tokenizer and the shipped sampling defaults."""
+    import torch
+
+    from minimind.checkpoint import load_model, load_tokenizer_for
+
+    prompts = held_out_prompts(12 if tiny else None)
+    real = real_poems()
+    rows = [measure(load_model(path), load_tokenizer_for(path), prompts, f"{label} ({path})", {})
+            for label, path in (("before GRPO", before), ("after GRPO", after))]
+    rows.insert(1, {"model": f"real regulated poems ({real['source']})", "answers": real["poems"],
+                    "form + rhyme share": real["rhyme share"], **{k: real[k] for k in VARIETY}})
+    first, last = rows[0], rows[2]
+    summary = {"requested form share before": first["requested form share"],
+               "requested form share after": last["requested form share"],
+               "form + rhyme share before": first["form + rhyme share"],
+               "form + rhyme share after": last["form + rhyme share"],
+               "real regulated poems that rhyme (same rule)": real["rhyme share"],
+               "poem BPC before": first["poem BPC"], "poem BPC after": last["poem BPC"],
+               "poem BPC after / before": last["poem BPC"] / first["poem BPC"],
+               **{f"{k} before": first[k] for k in VARIETY}, **{f"{k} after": last[k] for k in VARIETY},
+               **{f"{k}, real poems": real[k] for k in VARIETY},
+               "threads": torch.get_num_threads(), "held-out prompts": len(prompts),
+               "answers per prompt": ANSWERS_PER_PROMPT}
+    return {"rows": rows, "summary": summary}
+
+
 def run(quick: bool = False, tiny: bool = False, minutes: float | None = None, adapters=("",),
-        overrides: tuple = ()) -> dict:
+        overrides: tuple = (), compare_models: str | None = None) -> dict:
     import torch
 
     from minimind.checkpoint import load_model, load_tokenizer_for
     from minimind.training import RunDir, TrainConfig
 
+    if compare_models:
+        before, after = (Path(p.strip()) for p in compare_models.split(","))
+        return compare(before, after, tiny)
     seconds = 60.0 * (minutes or (0.3 if tiny else 3.0 if quick else MINUTES))
     tokenizer = load_tokenizer_for(START)
     prompts = held_out_prompts(12 if tiny else None)
@@ -252,7 +288,10 @@ def run(quick: bool = False, tiny: bool = False, minutes: float | None = None, a
 def main() -> None:
     from benchmarks._harness import fine_tune_main
 
-    fine_tune_main(run, __doc__, "budget of each GRPO run (default 15; 3 with --quick)", "full")
+    fine_tune_main(run, __doc__, "budget of each GRPO run (default 15; 3 with --quick)", "full",
+                   {"compare-models": {"metavar": "BEFORE,AFTER",
+                                       "help": "measure two saved models (a recipe's GRPO stage: its start and "
+                                               "its result) instead of training"}})
 
 
 if __name__ == "__main__":
