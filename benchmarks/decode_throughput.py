@@ -7,12 +7,13 @@ Three parts, one run:
    weights, labelled so, when ../shared/corpora is missing), loaded as MiniMind and as a stock
    `LlamaForCausalLM` from the same safetensors. Batch 1, a 32-token prompt, 128 new tokens
    (no stop token, so every run writes all 128), greedy, float32. Rows: our engine as chat and
-   the API run it (plain or speculative greedy, whichever the engine's own timings of both
-   found faster: minimind/inference/decoder_choice.py; its draft is llama.cpp where
-   llama-cpp-python is installed, int8 otherwise: gguf_draft.py), the engine with speculation off
-   (the like-for-like per-token decoder), speculation always on with each draft, `generate`, a
-   sampled request, and llama.cpp on our own GGUF export. Where llama-cpp-python is installed, the
-   engine as a user without it runs it (int8 draft) is a row of its own.
+   the API run it (plain, speculative or, where llama-cpp-python is installed, llama.cpp on the
+   float32 weights: whichever the engine's own timings found fastest,
+   minimind/inference/decoder_choice.py; its draft is llama.cpp where llama-cpp-python is
+   installed, int8 otherwise: gguf_context.py), the engine with speculation off (the like-for-like
+   per-token decoder), speculation always on with each draft, llama.cpp's exact decoder always on,
+   `generate`, a sampled request, and llama.cpp on our own GGUF export. Where llama-cpp-python is
+   installed, the engine as a user without it runs it (int8 draft, no llama.cpp) is a row of its own.
 2. The shipped models (checkpoints/), a chat prompt from their held-out text, the same rows;
    "ours vs llama.cpp gguf-f16" compares with the export a user would run instead.
 3. (full runs) The API under load: 16 clients stream 64-token chat answers at once from a
@@ -62,6 +63,7 @@ OURS_INT8 = "ours without llama-cpp-python: engine as chat/API run it"
 PLAIN = "ours: engine, speculation off"
 SPEC_INT8 = "ours: engine, speculation on, int8 draft"
 SPEC_CPP = "ours: engine, speculation on, llama.cpp draft"
+CPP_EXACT = "ours: engine, llama.cpp on the float32 weights"
 REFERENCE = "reference: LlamaForCausalLM.generate"
 
 
@@ -209,7 +211,7 @@ def _compare(label: str, model, tokenizer, prompt: list[int], threads: int, repe
     import torch
 
     from minimind.inference import Engine
-    from minimind.inference.gguf_draft import llama_cpp_installed
+    from minimind.inference.gguf_context import llama_cpp_installed
 
     torch.set_num_threads(threads)
     reference = _as_llama(model)
@@ -217,8 +219,9 @@ def _compare(label: str, model, tokenizer, prompt: list[int], threads: int, repe
     decoders = {OURS: Engine(model), PLAIN: Engine(model, speculate=False),
                 SPEC_INT8: Engine(model, speculate=True, draft="int8")}
     if llama_cpp_installed():  # then the chat's engine drafts with llama.cpp: the int8 path beside it
-        decoders.update({OURS_INT8: Engine(model, draft="int8"),
-                         SPEC_CPP: Engine(model, speculate=True, draft="llama.cpp")})
+        decoders.update({OURS_INT8: Engine(model, draft="int8", llama_cpp=False),
+                         SPEC_CPP: Engine(model, speculate=True, draft="llama.cpp"),
+                         CPP_EXACT: Engine(model, llama_cpp=True)})
     fns = {name: (lambda engine=engine: _time_engine(engine, prompt)) for name, engine in decoders.items()}
     fns[REFERENCE] = lambda: _time_reference(reference, prompt)
     ours = decoders[OURS]

@@ -1,6 +1,6 @@
 """The model half of a GGUF file: the architecture llama.cpp runs a model's family as, the shape
 keys, and the weights under llama.cpp's tensor names. The export (export/gguf.py) adds the
-tokenizer; the engine's llama.cpp draft (inference/gguf_draft.py) writes placeholder pieces instead,
+tokenizer; the engine's llama.cpp contexts (inference/gguf_context.py) write placeholder pieces instead,
 since it feeds llama.cpp token ids.
 
 Families (an import's, see minimind.hub; a model born here is Llama):
@@ -109,7 +109,7 @@ def encode(array: np.ndarray, qtype: str):
     """(data, raw GGML type or None) for one tensor."""
     from gguf import GGMLQuantizationType, quants
 
-    if array.ndim == 1:
+    if array.ndim == 1 or qtype == "f32":  # f32: the engine's exact llama.cpp decoder (inference/gguf_context.py)
         return array.astype(np.float32), None
     if qtype == "q8_0" and array.shape[-1] % Q8_BLOCK == 0:
         return quants.quantize(array.astype(np.float32), GGMLQuantizationType.Q8_0), GGMLQuantizationType.Q8_0
@@ -138,8 +138,9 @@ def write_shape(writer, config) -> None:
 
 
 def write_draft_gguf(model, out_dir: Path, qtype: str = "q8_0") -> Path:
-    """A GGUF of the model's weights alone, for llama.cpp to run on token ids (the engine's draft,
-    minimind/inference/gguf_draft.py): its vocabulary is placeholders, since nothing reads text."""
+    """A GGUF of the model's weights alone, for llama.cpp to run on token ids (the engine's draft in
+    q8_0, its exact decoder in f32: minimind/inference/gguf_context.py): its vocabulary is
+    placeholders, since nothing reads text."""
     reason = not_llama_shaped(model.config) or architecture_refusal(model.config)
     if reason:
         raise ExportError(reason)
@@ -162,7 +163,8 @@ def write_model_file(model, path: Path, qtype: str, name: str, write_tokenizer) 
 
     writer = gguf.GGUFWriter(path, arch)
     writer.add_name(name)
-    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if qtype == "q8_0" else gguf.LlamaFileType.MOSTLY_F16)
+    writer.add_file_type({"q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "f32": gguf.LlamaFileType.ALL_F32}.get(
+        qtype, gguf.LlamaFileType.MOSTLY_F16))
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
     write_shape(writer, config)
     write_tokenizer(writer)

@@ -8,8 +8,10 @@ generation.)
   sampler.py   penalty, UTF-8 guard, temperature / top-k / top-p, seeded draws
   utf8.py      which tokens keep the text completable as UTF-8
   engine.py    the scheduler: a decode thread per model, continuous batching
-  decoder_choice.py  plain or speculative greedy decoding, chosen by timing both
-  draft.py     what guesses for speculative decoding: llama.cpp (gguf_draft.py) or the int8 weights
+  decoder_choice.py  plain, speculative or llama.cpp greedy decoding, chosen by timing each
+  draft.py     what guesses for speculative decoding: llama.cpp or the int8 weights
+  gguf_context.py llama.cpp contexts of the model: the draft (Q8_0), the exact decoder (float32)
+  cpp_decoder.py  llama.cpp as an exact greedy decoder, where llama-cpp-python is installed
   beams.py     beam search (transformers' generate, the UTF-8 guard on every beam), not scheduled
   weak_cache.py what the engine makes for a model or tokenizer, kept beside it (not on it)
 """

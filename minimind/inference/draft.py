@@ -1,6 +1,6 @@
 """What guesses tokens for speculative greedy decoding (engine.py checks the guesses).
 
-Two drafts can guess: llama.cpp running a Q8_0 GGUF of the model (gguf_draft.py), where
+Two drafts can guess: llama.cpp running a Q8_0 GGUF of the model (gguf_context.py), where
 llama-cpp-python is installed and the GGUF can hold the model, and the int8 copy of the weights
 (weights.py) everywhere else. One `Draft` per engine keeps which one guesses, why llama.cpp does
 not where it does not, the llama.cpp context it holds, and whether a pass had to make a draft
@@ -12,31 +12,36 @@ from __future__ import annotations
 import torch
 
 from .forward import KVCache, forward
-from .gguf_draft import GgufDraft, llama_cpp_installed
+from .gguf_context import LazyContext, llama_cpp_installed
 from .weights import Weights
 
 # tokens a draft guesses per exact pass: llama.cpp's guesses cost a third of int8's, so more of
 # them pay (Tang and Shakespeare: 12 beat 8 by 6-25 %; int8: 8 beat 4, 6, 12)
 LOOKAHEAD = {"int8": 8, "llama.cpp": 12}
-GUESS_FAILURES = 3   # llama.cpp guesses failing in a row before the int8 draft guesses for good
 
 
 class Draft:
     """The draft of one engine's model. `kind`: "llama.cpp" or "int8" (None: llama.cpp where
     llama-cpp-python is installed); it falls back to int8 for good, saying why in `note`, where
-    the llama.cpp draft cannot be made or fails GUESS_FAILURES guesses in a row."""
+    the llama.cpp draft cannot be made or fails gguf_context.GIVE_UP guesses in a row."""
 
     def __init__(self, model_ref, kind: str | None = None):
         """`model_ref`: a weak reference to the model (the GGUF is written from it)."""
         if kind not in (None, *LOOKAHEAD):
             raise ValueError(f"draft {kind!r}: use 'llama.cpp' or 'int8'")
         self.kind = kind if kind is not None else ("llama.cpp" if llama_cpp_installed() else "int8")
-        self.note = ""                       # why the llama.cpp draft could not be used, if it could not
-        self.drafts_made = 0                 # drafts made so far (a pass that made one is not timed)
-        self.gguf: GgufDraft | None = None   # the llama.cpp context ...
-        self.copied: Weights | None = None   # ... and the prepared weights it is a copy of
-        self._model = model_ref
-        self._failures = 0                   # llama.cpp guesses failed in a row
+        self.llama = LazyContext(model_ref, exact=False, role="draft")  # its llama.cpp context, made on first use
+        self._int8_made = 0                  # int8 drafts made so far
+
+    @property
+    def note(self) -> str:
+        """Why the llama.cpp draft could not be used, if it could not."""
+        return self.llama.note
+
+    @property
+    def drafts_made(self) -> int:
+        """Drafts made so far (a pass that made one is not timed)."""
+        return self.llama.made + self._int8_made
 
     @property
     def lookahead(self) -> int:
@@ -48,23 +53,20 @@ class Draft:
 
     def memory_bytes(self) -> int:
         """The llama.cpp draft's weights and KV cache (the int8 draft is counted with the weights)."""
-        gguf = self.gguf  # (read once: the decode thread may drop it meanwhile)
-        return gguf.memory_bytes if gguf is not None else 0
+        return self.llama.memory_bytes()
 
     def guess(self, w: Weights, request, k: int) -> list[int]:
         """The draft's `k` greedy tokens after `request.tokens`. The int8 draft keeps its KV cache
         on the request (`request.draft_cache`, as long as its exact cache, `request.cache`)."""
         if self.kind == "llama.cpp":
-            gguf = self._llama_cpp(w)
+            gguf = self.llama.get(w)
             if gguf is not None and gguf.fits(request.tokens, k):  # (past its context: int8 guesses)
                 try:
-                    guesses = gguf.guess(request.tokens, k)
-                    self._failures = 0
-                    return guesses
-                except Exception as err:  # this pass guesses with int8; only repeated failures end the draft
-                    self._failures += 1
-                    if self._failures >= GUESS_FAILURES:
-                        self._give_up(err)
+                    return self.llama.call(lambda context: context.guess(request.tokens, k))
+                except Exception:  # this pass guesses with int8; only repeated failures end the draft
+                    pass
+            if not self.llama.usable:
+                self.kind = "int8"
         return self._int8_guess(w, request, k)
 
     def kept(self, request, length: int) -> None:
@@ -73,13 +75,11 @@ class Draft:
             request.draft_cache.length = min(request.draft_cache.length, length)
 
     def close(self) -> None:
-        gguf, self.gguf, self.copied = self.gguf, None, None
-        if gguf is not None:
-            gguf.close()
+        self.llama.close()
 
     def _int8_guess(self, w: Weights, request, k: int) -> list[int]:
         if not w.drafted:
-            self.drafts_made += 1
+            self._int8_made += 1
         draft = w.draft()
         if request.draft_cache is None:
             request.draft_cache = KVCache(draft, request.cache.capacity)
@@ -92,24 +92,3 @@ class Draft:
             if i < k - 1:
                 logits = forward(draft, torch.tensor([[guesses[-1]]], device=w.device), [guessing])[0]
         return guesses
-
-    def _llama_cpp(self, w: Weights) -> GgufDraft | None:
-        """The llama.cpp draft of these weights, made on first use (and again once the weights
-        change in place); None where it cannot be made (int8 guesses from then on)."""
-        if self.gguf is not None and self.copied is w:
-            return self.gguf
-        self.close()
-        model = self._model()
-        if model is None:
-            return None
-        self.drafts_made += 1
-        try:
-            self.gguf, self.copied = GgufDraft(model, w.max_positions, torch.get_num_threads()), w
-        except Exception as err:  # an export the GGUF cannot hold, a llama.cpp that fails to load it
-            self._give_up(err)
-        return self.gguf
-
-    def _give_up(self, err: BaseException) -> None:
-        """The llama.cpp draft cannot be made, or failed GUESS_FAILURES guesses in a row: int8 from now on."""
-        self.kind, self.note = "int8", f"no llama.cpp draft: {err}"
-        self.close()

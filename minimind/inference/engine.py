@@ -25,9 +25,10 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
-from .decoder_choice import DecoderChoice
+from . import cpp_decoder
+from .decoder_choice import LLAMA_CPP, PLAIN, SPECULATIVE, DecoderChoice
 from .draft import Draft
-from .gguf_draft import close_all as close_gguf_drafts
+from .gguf_context import close_all as close_gguf_contexts
 from .recurrent import RecurrentWeights, StateCache, handles as recurrent_handles
 from .recurrent import forward as recurrent_forward
 from .forward import KVCache, forward
@@ -101,12 +102,15 @@ class _Request:
 class Engine:
     """Decodes one model's requests (see the module docstring). Thread-safe."""
 
-    def __init__(self, model, max_batch: int = 16, speculate: bool | None = None, draft: str | None = None):
+    def __init__(self, model, max_batch: int = 16, speculate: bool | None = None, draft: str | None = None,
+                 llama_cpp: bool | None = None):
         """`speculate`: True or False decodes lone greedy requests speculatively always or never;
         None (the default) times both where speculation can run and keeps the faster
         (decoder_choice.py). `draft`: what guesses for speculation, "llama.cpp" or "int8"
         (draft.py); None (the default) is llama.cpp where llama-cpp-python is installed and
-        the model's GGUF export holds it, int8 otherwise."""
+        the model's GGUF export holds it, int8 otherwise. `llama_cpp`: True decodes lone greedy
+        requests through llama.cpp on the float32 weights always (cpp_decoder.py; PyTorch where it
+        cannot), False never; None (the default) times it beside the others where it is offered."""
         self._model = weakref.ref(model)    # the engine cache is keyed by the model: the engine must not hold it
         self.max_batch = max(1, max_batch)
         # the backend: the transformer layer loop (forward.py) or an LSTM's state (recurrent.py)
@@ -118,9 +122,15 @@ class Engine:
         self.weights = self._prepare(model)    # fails now, with the reason, for a model it cannot run
         if speculate is None and not speculation_possible(self.weights):
             speculate = False
+        if llama_cpp is None and not (speculate is None and cpp_decoder.offered(self.weights)):
+            llama_cpp = False
         self.speculate = speculate
-        self.choice = DecoderChoice() if speculate is None else None
+        self.llama_cpp = llama_cpp
+        self.choice = None if speculate is not None or llama_cpp else DecoderChoice(
+            (PLAIN, SPECULATIVE) + (() if llama_cpp is False else (LLAMA_CPP,)))
         self.draft = Draft(self._model, draft)  # what guesses for speculation (draft.py)
+        # llama.cpp's exact context (cpp_decoder.py), made on the first pass that uses it
+        self.cpp = cpp_decoder.exact_context(self._model) if llama_cpp is not False else None
         self.vocab_size = self.weights.vocab_size
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -198,7 +208,7 @@ class Engine:
                     active.append(request)
             active = [r for r in active if r.live]
             try:
-                if len(active) == 1 and self.speculate is not False and active[0].sampler.greedy:
+                if len(active) == 1 and (self.speculate is not False or self.cpp is not None) and active[0].sampler.greedy:
                     self._lone_greedy(active[0])
                 elif active:
                     self._step(active)
@@ -230,6 +240,8 @@ class Engine:
     def _step(self, active: list[_Request]) -> None:
         try:
             w = self.weights
+            for request in active:
+                self._catch_up(w, request)
             ids = torch.tensor([[r.last] for r in active], dtype=torch.long, device=w.device)
             logits = self._forward(w, ids, [r.cache for r in active])
         except Exception as err:
@@ -244,28 +256,74 @@ class Engine:
 
 
     def _lone_greedy(self, request: _Request) -> None:
-        """One pass of a greedy request alone in the engine: speculative or plain, as
-        `speculate` says or as the timings so far say (the tokens are the same either way)."""
+        """One pass of a greedy request alone in the engine: speculative, plain or through llama.cpp,
+        as `speculate` and `llama_cpp` say or as the timings so far say (the tokens are the same
+        either way)."""
         if self.choice is None:
-            self._speculate(request)
+            if self.llama_cpp and self._llama_cpp(request):
+                return
+            if self.speculate is False:
+                self._step([request])
+            else:
+                self._speculate(request)
             return
-        speculative = self.choice.speculate()
-        start, count, drafts = time.perf_counter(), request.count, self.draft.drafts_made
-        if speculative:
+        name = self.choice.choose()
+        start, count = time.perf_counter(), request.count
+        made = (self.draft.drafts_made, self.cpp.made if self.cpp else 0)
+        if name == LLAMA_CPP:
+            if not self._llama_cpp(request):  # (it cannot run this request, or no longer at all)
+                if self.cpp is not None and not self.cpp.usable:
+                    self.choice.drop(LLAMA_CPP)
+                self._step([request])
+                name = PLAIN
+        elif name == SPECULATIVE:
             self._speculate(request)
         else:
             self._step([request])
-        # (a pass that made a draft, first or after the weights changed, is not timed)
-        self.choice.record(speculative, time.perf_counter() - start, request.count - count,
-                           made=self.draft.drafts_made != drafts)
+        # (a pass that made a draft or a context, first or after the weights changed, is not timed)
+        self.choice.record(name, time.perf_counter() - start, request.count - count,
+                           made=made != (self.draft.drafts_made, self.cpp.made if self.cpp else 0))
+
+    def _llama_cpp(self, request: _Request) -> bool:
+        """Up to cpp_decoder.STEPS tokens of `request` from llama.cpp's exact float32 logits, each picked
+        by the request's sampler. False (nothing done: PyTorch decodes this pass) where llama.cpp
+        cannot take the request or fails before a token."""
+        if self.cpp is None:
+            return False
+        for emitted in range(min(cpp_decoder.STEPS, request.max_new_tokens - request.count)):
+            try:
+                logits = cpp_decoder.logits_after(self.cpp, self.weights, request.tokens)
+            except Exception:  # (counted: a few in a row and the context is given up)
+                logits = None
+            if logits is None:  # past its context, or it failed: PyTorch goes on
+                return emitted > 0
+            try:
+                request.emit(logits)
+            except Exception as err:  # the request's own failure (its sampler): it ends that request
+                request.finish(err)
+            if request.done:
+                break
+        return True
+
+    def _catch_up(self, w: Weights, request: _Request) -> None:
+        """Bring the request's KV cache up to all its tokens but the last, as a PyTorch pass expects:
+        llama.cpp passes (cpp_decoder.py) leave it behind."""
+        cache = request.cache
+        behind = request.tokens[cache.length:-1] if cache is not None else []
+        if behind:
+            self._forward(w, torch.tensor([behind], dtype=torch.long, device=w.device), [cache])
 
     def describe(self) -> str:
-        """How lone greedy requests decode: "plain", "speculative" or what the timings chose, and
-        with which draft."""
-        mode = self.choice.describe() if self.choice is not None else ("speculative" if self.speculate else "plain")
-        if self.speculate is False:
-            return mode
-        return f"{mode}; {self.draft.describe()}"
+        """How lone greedy requests decode: "plain", "speculative", "llama.cpp" or what the timings
+        chose, with which draft, and why llama.cpp no longer decodes where it stopped."""
+        if self.choice is not None:
+            mode = self.choice.describe()
+        else:
+            mode = LLAMA_CPP if self.llama_cpp else (SPECULATIVE if self.speculate else PLAIN)
+        notes = [self.draft.describe()] if self.speculate is not False else []
+        if self.cpp is not None and self.cpp.note:
+            notes.append(self.cpp.note)
+        return "; ".join([mode, *notes])
 
     @property
     def lookahead(self) -> int:
@@ -273,8 +331,8 @@ class Engine:
         return 0 if self.speculate is False else self.draft.lookahead
 
     def memory_bytes(self) -> int:
-        """The prepared weights (blocked copies and int8 draft included) and the llama.cpp draft."""
-        return self.weights.memory_bytes() + self.draft.memory_bytes()
+        """The prepared weights (blocked copies and int8 draft included) and the llama.cpp contexts."""
+        return self.weights.memory_bytes() + self.draft.memory_bytes() + (self.cpp.memory_bytes() if self.cpp else 0)
 
     def _speculate(self, request: _Request) -> None:
         """Greedy decoding that reads the exact weights once per several tokens: the draft
@@ -285,6 +343,7 @@ class Engine:
         UTF-8 guard included); the draft only decides how many come per pass."""
         try:
             w = self.weights
+            self._catch_up(w, request)
             exact = request.cache
             k = min(self.lookahead, request.max_new_tokens - request.count - 1, exact.capacity - exact.length - 1)
             guesses = self.draft.guess(w, request, k) if k > 0 else []
@@ -312,7 +371,7 @@ def _stop_all() -> None:
         thread = engine.stop()
         if thread is not None:
             thread.join(timeout=5)
-    close_gguf_drafts()
+    close_gguf_contexts()
 
 
 def speculation_possible(weights: Weights) -> bool:

@@ -14,9 +14,9 @@ from transformers import LlamaForCausalLM
 
 from minimind import MiniMindForCausalLM
 from minimind.inference import Engine, EngineError, Sampler, Weights, engine_for, unsupported_reason
-from minimind.inference import draft as draft_module, engine as engine_module
+from minimind.inference import engine as engine_module
 from minimind.inference.forward import KVCache, forward
-from minimind.inference.gguf_draft import llama_cpp_installed
+from minimind.inference.gguf_context import llama_cpp_installed
 
 from helpers import ROOT, tiny_config
 
@@ -330,7 +330,7 @@ def test_the_llama_cpp_draft_is_the_default_and_int8_guesses_where_it_cannot():
     assert _greedy(engine, PROMPTS[1], 120) == _greedy(Engine(model, speculate=False), PROMPTS[1], 120)
     # its GGUF computes the same model: most guesses are kept (8.6 tokens a pass here, as int8's)
     assert len(passes) <= 120 / 6, len(passes)
-    first = engine.draft.gguf
+    first = engine.draft.llama.context
     # counted with the weights (the registry's memory budget): at least Q8_0's 34 bytes per 32
     # weights, less than float32's 4 bytes a weight (its vocabulary and KV cache included)
     weights = sum(p.numel() for p in model.parameters() if p.dim() == 2)
@@ -338,7 +338,7 @@ def test_the_llama_cpp_draft_is_the_default_and_int8_guesses_where_it_cannot():
     with torch.no_grad():
         model.model.layers[0].mlp.down_proj.weight.mul_(-1.0)
     assert _greedy(engine, PROMPTS[1], 60) == _generate(model, PROMPTS[1], 60)
-    assert engine.draft.copied is engine.weights and engine.draft.gguf is not first
+    assert engine.draft.llama.copied is engine.weights and engine.draft.llama.context is not first
 
     moe = _model(use_moe=True, num_experts=4, num_experts_per_tok=2)
     engine = Engine(moe, speculate=True)
@@ -352,44 +352,44 @@ def test_the_llama_cpp_draft_is_the_default_and_int8_guesses_where_it_cannot():
 def test_the_llama_cpp_draft_copes_with_long_sequences_failed_guesses_and_a_close_from_another_thread(
         monkeypatch):
     """Past the draft's context (its KV cache is allocated whole, so it is bounded) a pass guesses
-    with int8; a failed guess costs that pass its llama.cpp guesses, and GUESS_FAILURES in a row
+    with int8; a failed guess costs that pass its llama.cpp guesses, and GIVE_UP in a row
     end the draft; close() waits for a guess under way (at exit, from another thread: freeing
     llama.cpp under a running guess crashed the process). A pass that makes a draft is not timed."""
-    from minimind.inference import gguf_draft
+    from minimind.inference import gguf_context
 
     model = _model()
     plain = _greedy(Engine(model, speculate=False), PROMPTS[1], 80)
-    monkeypatch.setattr(gguf_draft, "DRAFT_CONTEXT", 64)
-    engine = Engine(model)
+    monkeypatch.setattr(gguf_context, "DRAFT_CONTEXT", 64)
+    engine = Engine(model, llama_cpp=False)  # (the draft alone: cpp_decoder.py has its own test)
     passes, lone = [], engine._lone_greedy
     engine._lone_greedy = lambda request: passes.append(1) or lone(request)
     assert _greedy(engine, PROMPTS[1], 80) == plain  # 33 + 80 positions: past 64, int8 guesses
     engine.retire().join(5)  # (the decode thread records its last pass after the stream ends)
-    assert engine.draft.kind == "llama.cpp" and engine.draft.gguf.context == 64
+    assert engine.draft.kind == "llama.cpp" and engine.draft.llama.context.context == 64
     # not timed: plain's first pass, the one that made the llama.cpp draft, and the first past its context
     # (it made the int8 draft)
     assert engine.choice.passes == len(passes) and sum(engine.choice.timed.values()) == len(passes) - 3
     assert engine.weights.drafted
 
     calls = []
-    real = gguf_draft.GgufDraft.guess
+    real = gguf_context.GgufContext.guess
 
     def failing(self, tokens, k):
         calls.append(k)
-        if len(calls) <= draft_module.GUESS_FAILURES - 1:
+        if len(calls) <= gguf_context.GIVE_UP - 1:
             raise RuntimeError("a guess failed")
         return real(self, tokens, k)
 
     engine = Engine(model, speculate=True)
-    monkeypatch.setattr(gguf_draft.GgufDraft, "guess", failing)
+    monkeypatch.setattr(gguf_context.GgufContext, "guess", failing)
     assert _greedy(engine, PROMPTS[0], 40) == _greedy(Engine(model, speculate=False), PROMPTS[0], 40)
-    assert engine.draft.kind == "llama.cpp" and len(calls) >= draft_module.GUESS_FAILURES  # failed one short of the limit
-    monkeypatch.setattr(gguf_draft.GgufDraft, "guess", lambda self, tokens, k: 1 / 0)
+    assert engine.draft.kind == "llama.cpp" and len(calls) >= gguf_context.GIVE_UP  # failed one short of the limit
+    monkeypatch.setattr(gguf_context.GgufContext, "guess", lambda self, tokens, k: 1 / 0)
     assert _greedy(engine, PROMPTS[0], 40) == _greedy(Engine(model, speculate=False), PROMPTS[0], 40)
     assert engine.draft.kind == "int8" and "division by zero" in engine.draft.note
-    monkeypatch.setattr(gguf_draft.GgufDraft, "guess", real)
+    monkeypatch.setattr(gguf_context.GgufContext, "guess", real)
 
-    draft = gguf_draft.GgufDraft(model, 64, 1)
+    draft = gguf_context.GgufContext(model, 64, 1)
     entered, release, out = threading.Event(), threading.Event(), []
     generate = draft._llm.generate
 
@@ -461,7 +461,7 @@ def test_a_lone_greedy_request_is_timed_on_both_decoders_and_keeps_the_faster():
 
     model = _model()
     expected = _greedy(Engine(model, speculate=False), PROMPTS[1], 150)
-    engine = Engine(model, draft="int8")
+    engine = Engine(model, draft="int8", llama_cpp=False)
     assert engine.speculate is None and engine.describe() == "timed: no greedy request yet; int8 draft"
     calls = []
     step, speculate = engine._step, engine._speculate
@@ -480,7 +480,7 @@ def test_a_lone_greedy_request_is_timed_on_both_decoders_and_keeps_the_faster():
     rechecks = [i for i, call in enumerate(chosen) if call == "speculate"]
     assert rechecks and all((trials + i) % decoder_choice.RECHECK == 0 for i in rechecks)
     assert len(chosen) - len(rechecks) > 60  # every other pass plain (of the ~90 tokens left after the trials)
-    assert engine.describe().startswith("timed: speculative for")
+    assert engine.describe().startswith("timed: plain for ") and ", speculative for " in engine.describe()
 
     before = len(calls)  # passes so far (the decode thread may not have recorded the last one yet)
     calls.clear()  # now plain is the slow one: its own timings hand over to speculation
@@ -494,30 +494,32 @@ def test_a_lone_greedy_request_is_timed_on_both_decoders_and_keeps_the_faster():
 
 
 def test_decoder_choice_times_each_after_its_first_pass_and_follows_a_change():
-    from minimind.inference.decoder_choice import RECHECK, TRIALS, WARMUP, DecoderChoice
+    from minimind.inference.decoder_choice import PLAIN, RECHECK, SPECULATIVE, TRIALS, WARMUP, DecoderChoice
 
     choice = DecoderChoice()
+    per_pass = {PLAIN: 1, SPECULATIVE: 4}
     picks = []
     for _ in range(8):  # the first (untimed) plain pass is very slow: it must not count
-        mode = choice.speculate()
-        picks.append(mode)
-        first = choice._runs[mode] == 0
-        choice.record(mode, 5.0 if first and not mode else (0.010 if not mode else 0.012 * 4), 1 if not mode else 4)
-    assert picks == [False, True] * 4
-    assert choice.seconds_per_token(False) == pytest.approx(0.010)
-    assert choice.seconds_per_token(True) == pytest.approx(0.012)
-    assert not choice.speculate()  # plain: 10 ms a token against 12
+        name = choice.choose()
+        picks.append(name)
+        first = choice._runs[name] == 0
+        choice.record(name, 5.0 if first and name == PLAIN else (0.010 if name == PLAIN else 0.012 * 4),
+                      per_pass[name])
+    assert picks == [PLAIN, SPECULATIVE] * 4
+    assert choice.seconds_per_token(PLAIN) == pytest.approx(0.010)
+    assert choice.seconds_per_token(SPECULATIVE) == pytest.approx(0.012)
+    assert choice.choose() == PLAIN  # 10 ms a token against 12
     for _ in range(3 * RECHECK):  # speculation turns 4x faster: the recheck sees it and it takes over
-        mode = choice.speculate()
-        choice.record(mode, 0.010 if not mode else 0.003 * 4, 1 if not mode else 4)
-    assert choice.speculate() and choice.tokens[True] > 0
-    timed = {mode: choice.seconds_per_token(mode) for mode in (False, True)}
+        name = choice.choose()
+        choice.record(name, 0.010 if name == PLAIN else 0.003 * 4, per_pass[name])
+    assert choice.choose() == SPECULATIVE and choice.tokens[SPECULATIVE] > 0
+    timed = {name: choice.seconds_per_token(name) for name in per_pass}
     choice.rewarm()  # the weights changed: each decoder's next pass remakes its copies, untimed
-    choice.record(True, 5.0, 4)
-    choice.record(False, 5.0, 1)
-    assert {mode: choice.seconds_per_token(mode) for mode in (False, True)} == timed
-    choice.record(True, 5.0, 4)
-    assert choice.seconds_per_token(True) > timed[True]
+    choice.record(SPECULATIVE, 5.0, 4)
+    choice.record(PLAIN, 5.0, 1)
+    assert {name: choice.seconds_per_token(name) for name in per_pass} == timed
+    choice.record(SPECULATIVE, 5.0, 4)
+    assert choice.seconds_per_token(SPECULATIVE) > timed[SPECULATIVE]
 
     # weights that change before every few passes: each decoder may have run many passes and timed
     # none; the choice keeps taking turns (it once compared two missing timings and killed the thread)
@@ -525,14 +527,37 @@ def test_decoder_choice_times_each_after_its_first_pass_and_follows_a_change():
     for _ in range(2 * (WARMUP + TRIALS)):
         choice.rewarm()
         for _ in range(2):
-            mode = choice.speculate()
-            choice.record(mode, 0.01, 1)
-    assert choice.timed == {False: 0, True: 0} and choice.seconds_per_token(False) is None
-    assert not choice.speculate()
+            name = choice.choose()
+            choice.record(name, 0.01, 1)
+    assert choice.timed == {PLAIN: 0, SPECULATIVE: 0} and choice.seconds_per_token(PLAIN) is None
+    assert choice.choose() == PLAIN
     for _ in range(2 * TRIALS):
-        mode = choice.speculate()
-        choice.record(mode, 0.010 if not mode else 0.004 * 4, 1 if not mode else 4)
-    assert choice.timed == {False: TRIALS, True: TRIALS} and choice.speculate()
+        name = choice.choose()
+        choice.record(name, 0.010 if name == PLAIN else 0.004 * 4, per_pass[name])
+    assert choice.timed == {PLAIN: TRIALS, SPECULATIVE: TRIALS} and choice.choose() == SPECULATIVE
+
+
+def test_three_decoders_take_turns_then_the_fastest_runs_and_the_slower_ones_are_rechecked_in_turn():
+    from minimind.inference.decoder_choice import LLAMA_CPP, PLAIN, RECHECK, SPECULATIVE, TRIALS, WARMUP, DecoderChoice
+
+    choice = DecoderChoice((PLAIN, SPECULATIVE, LLAMA_CPP))
+    cost = {PLAIN: 0.010, SPECULATIVE: 0.004, LLAMA_CPP: 0.002}  # seconds a token
+    picks = []
+    for _ in range(3 * (WARMUP + TRIALS) + 4 * RECHECK):
+        name = choice.choose()
+        picks.append(name)
+        choice.record(name, 8 * cost[name], 8)
+    turns = 3 * (WARMUP + TRIALS)
+    assert picks[:turns] == [PLAIN, SPECULATIVE, LLAMA_CPP] * (WARMUP + TRIALS)
+    rechecks = [name for i, name in enumerate(picks[turns:], turns) if i % RECHECK == 0]
+    assert set(rechecks) == {PLAIN, SPECULATIVE}  # each slower one in turn
+    assert all(name == LLAMA_CPP for i, name in enumerate(picks[turns:], turns) if i % RECHECK)
+    assert choice.describe().startswith("timed: llama.cpp for 9")
+    choice.drop(LLAMA_CPP)  # its context failed for good: the others go on
+    assert choice.choose() in (PLAIN, SPECULATIVE) and LLAMA_CPP not in choice.names
+    choice.drop(SPECULATIVE)
+    choice.drop(PLAIN)  # (the last one stays)
+    assert choice.names == [PLAIN]
 
 
 def test_a_pass_that_remakes_the_copies_after_the_weights_change_is_not_timed():
@@ -540,10 +565,10 @@ def test_a_pass_that_remakes_the_copies_after_the_weights_change_is_not_timed():
     blocked copies and the int8 draft again, which takes far longer than decoding. The choice
     must not count it, or it would pick against a decoder for the price of one remake."""
     model = _model()
-    engine = Engine(model, draft="int8")
+    engine = Engine(model, draft="int8", llama_cpp=False)
     _greedy(engine, PROMPTS[1], 80)
     engine.retire().join(5)
-    before = {mode: engine.choice.seconds_per_token(mode) for mode in (False, True)}
+    before = {name: engine.choice.seconds_per_token(name) for name in ("plain", "speculative")}
     drafted = engine.weights
     with torch.no_grad():
         model.model.layers[0].mlp.down_proj.weight.mul_(-1.0)
@@ -559,15 +584,15 @@ def test_a_pass_that_remakes_the_copies_after_the_weights_change_is_not_timed():
         return slowed_run
 
     engine._step, engine._speculate = slow_first(step), slow_first(speculate)
-    turns = iter([False, True] * 20)  # both decoders run after the change, whichever is faster here
-    engine.choice.speculate = lambda: next(turns)
+    turns = iter(["plain", "speculative"] * 20)  # both decoders run after the change, whichever is faster here
+    engine.choice.choose = lambda: next(turns)
     assert _greedy(engine, PROMPTS[1], 12) == _generate(model, PROMPTS[1], 12)
     engine.retire().join(5)
     assert engine.weights is not drafted and slowed == [step, speculate]
-    after = {mode: engine.choice.seconds_per_token(mode) for mode in (False, True)}
+    after = {name: engine.choice.seconds_per_token(name) for name in ("plain", "speculative")}
     # plain's decayed sums hold ~5 tokens: its 2-s pass, counted, would make it ~0.3 s a token
     # (speculation's first pass also remade the int8 draft, which leaves it untimed anyway)
-    assert after[False] < 0.1 and after[True] < 0.1, (before, after)
+    assert after["plain"] < 0.1 and after["speculative"] < 0.1, (before, after)
     assert engine.weights.drafted  # the int8 draft of the new weights
 
 
@@ -580,11 +605,137 @@ def test_a_fault_in_the_scheduler_ends_its_requests_not_the_decode_thread():
     def broken():
         raise RuntimeError("the choice failed")
 
-    engine.choice.speculate = broken
+    engine.choice.choose = broken
     with pytest.raises(RuntimeError, match="the choice failed"):
         _greedy(engine, PROMPTS[0], 10)
-    del engine.choice.speculate
+    del engine.choice.choose
     assert _greedy(engine, PROMPTS[0], 10) == _generate(model, PROMPTS[0], 10)
+
+
+# ---------------------------------------------------------------- llama.cpp as an exact decoder
+
+def _lively_model(seed=0):
+    """The tiny model with its matrices scaled up: its greedy tokens vary from step to step (the
+    plain tiny model repeats one token), so a token decoded at the wrong position shows."""
+    model = _model(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 2 and "embed" not in name:
+                p.mul_(8.0)
+    return model
+
+
+@pytest.mark.llama_cpp
+@pytest.mark.skipif(not llama_cpp_installed(), reason="llama-cpp-python is not installed")
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_llama_cpp_on_the_float32_weights_gives_the_plain_greedy_tokens(prompt):
+    """llama.cpp computes each step's float32 logits and the request's sampler picks from them: the
+    plain greedy tokens, with a repetition penalty, a stop token and a budget that ends a pass early."""
+    model = _lively_model()
+    plain, cpp = Engine(model, speculate=False), Engine(model, llama_cpp=True)
+    passes, real = [], cpp._llama_cpp
+    cpp._llama_cpp = lambda request: passes.append(real(request)) or passes[-1]
+    expected = _greedy(plain, prompt, 100)
+    assert len(set(expected)) > 20 and _greedy(cpp, prompt, 100) == expected
+    assert passes and all(passes) and cpp.describe().startswith("llama.cpp")
+    penalised = lambda engine: list(engine.submit(  # noqa: E731
+        prompt, Sampler(512, repetition_penalty=1.3), 37, [9]))
+    assert penalised(cpp) == penalised(plain)
+    stop = _greedy(plain, prompt, 40)[13]
+    assert _greedy(cpp, prompt, 40, [stop]) == _greedy(plain, prompt, 40, [stop])
+    # a second float32 copy of the weights, counted (the registry's memory budget)
+    weights = sum(p.numel() for p in model.parameters() if p.dim() == 2)
+    assert cpp.memory_bytes() - cpp.weights.memory_bytes() >= 4 * weights
+
+
+@pytest.mark.llama_cpp
+@pytest.mark.skipif(not llama_cpp_installed(), reason="llama-cpp-python is not installed")
+def test_a_request_moved_between_llama_cpp_and_pytorch_keeps_its_tokens():
+    """llama.cpp passes leave the request's PyTorch KV cache behind: a plain or speculative pass
+    after them, and a batched step once other requests join, first bring it up to date."""
+    model = _lively_model()
+    expected = _greedy(Engine(model, speculate=False), PROMPTS[1], 120)
+    engine = Engine(model, draft="int8")
+    assert engine.choice.names == ["plain", "speculative", "llama.cpp"]
+    turns = iter(["llama.cpp", "plain", "llama.cpp", "speculative", "llama.cpp", "llama.cpp"] * 40)
+    engine.choice.choose = lambda: next(turns)
+    assert _greedy(engine, PROMPTS[1], 120) == expected
+
+    engine = Engine(model, llama_cpp=True)
+    started, joined = threading.Event(), threading.Event()
+    real, steps = engine._llama_cpp, []
+    step = engine._step
+    engine._step = lambda active: steps.append(len(active)) or step(active)
+
+    def first_waits(request):  # the others join while the lone request's cache is behind
+        done = real(request)
+        started.set()
+        joined.wait(10)
+        return done
+
+    engine._llama_cpp = first_waits
+    lone = engine.submit(PROMPTS[1], Sampler(512), 120)
+    started.wait(10)
+    others = [engine.submit(p, _sampler(i), 15) for i, p in enumerate(PROMPTS)]
+    joined.set()
+    assert list(lone) == expected
+    assert [list(s) for s in others] == [list(Engine(model, speculate=False).submit(p, _sampler(i), 15))
+                                         for i, p in enumerate(PROMPTS)]
+    assert max(steps) == 1 + len(PROMPTS)  # batched with all of them
+
+
+@pytest.mark.llama_cpp
+@pytest.mark.skipif(not llama_cpp_installed(), reason="llama-cpp-python is not installed")
+def test_llama_cpp_decoding_gives_way_to_pytorch_past_its_context_after_failures_and_where_it_cannot(
+        monkeypatch):
+    """Past its context a pass decodes in PyTorch; a failed call costs that pass, GIVE_UP in a row end it,
+    and a model the GGUF cannot hold never decodes there: the timed engine then chooses among the
+    others and says why. The tokens never change."""
+    from minimind.inference import gguf_context
+
+    model = _model()
+    plain = {i: _greedy(Engine(model, speculate=False), PROMPTS[i], 80) for i in (0, 1)}
+    monkeypatch.setattr(gguf_context, "DRAFT_CONTEXT", 64)
+    engine = Engine(model, llama_cpp=True)
+    assert _greedy(engine, PROMPTS[1], 80) == plain[1]  # 33 + 80 positions: past 64
+    assert engine.cpp.context.context == 64 and engine.cpp.usable
+
+    calls, real = [], gguf_context.GgufContext.logits_after
+
+    def now_and_then(self, tokens):
+        calls.append(1)
+        if len(calls) % 3 == 1:
+            raise RuntimeError("llama.cpp failed")
+        return real(self, tokens)
+
+    monkeypatch.setattr(gguf_context.GgufContext, "logits_after", now_and_then)
+    engine = Engine(model, llama_cpp=True)
+    assert _greedy(engine, PROMPTS[0], 50) == plain[0][:50]
+    assert engine.cpp.usable and len(calls) > gguf_context.GIVE_UP
+    monkeypatch.setattr(gguf_context.GgufContext, "logits_after", lambda self, tokens: 1 / 0)
+    engine = Engine(model, draft="int8")
+    assert _greedy(engine, PROMPTS[0], 80) == plain[0]
+    assert not engine.cpp.usable and engine.choice.names == ["plain", "speculative"]
+    assert engine.describe().endswith("; no llama.cpp decoder: division by zero")
+
+    moe = _model(use_moe=True, num_experts=4, num_experts_per_tok=2)
+    engine = Engine(moe, draft="int8")
+    assert _greedy(engine, PROMPTS[0], 30) == _greedy(Engine(moe, speculate=False), PROMPTS[0], 30)
+    assert "no llama.cpp decoder: llama.cpp cannot run it: mixture-of-experts" in engine.describe()
+    assert "llama.cpp" not in engine.choice.names
+
+
+def test_llama_cpp_decodes_only_float32_weights_on_a_cpu_small_enough_to_copy(monkeypatch):
+    from minimind.inference import cpp_decoder
+
+    monkeypatch.setattr(cpp_decoder, "llama_cpp_installed", lambda: True)
+    weights = Weights.of(_model())
+    assert cpp_decoder.offered(weights)
+    assert not cpp_decoder.offered(Weights.of(_model().to(torch.bfloat16)))
+    monkeypatch.setattr(cpp_decoder, "EXACT_MAX_BYTES", weights.param_bytes - 1)
+    assert not cpp_decoder.offered(weights)
+    monkeypatch.setattr(cpp_decoder, "llama_cpp_installed", lambda: False)
+    assert Engine(_model()).choice.names == ["plain", "speculative"]
 
 
 def test_speculation_runs_only_where_an_int8_draft_can():
