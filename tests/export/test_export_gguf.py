@@ -130,7 +130,7 @@ def test_gguf_metadata_describes_a_gpt2_bpe_with_control_tokens(ggufs, tokenizer
 
 
 def test_a_draft_gguf_holds_the_weights_and_placeholder_pieces(tmp_path):
-    """The engine's llama.cpp draft (minimind/inference/gguf_draft.py) reads token ids only: its
+    """The engine's llama.cpp draft (minimind/inference/gguf_context.py) reads token ids only: its
     GGUF needs no tokenizer, one placeholder piece per embedding row, and Q8_0 matrices. A model
     llama.cpp cannot run is refused with the reason."""
     import gguf
