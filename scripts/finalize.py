@@ -195,13 +195,15 @@ def grpo_summary(run_dir: Path | None) -> dict:
         return sum(r.get(key, 0.0) for r in rows) / max(len(rows), 1)
 
     g = config["grpo"]
+    names = [r["name"] for r in g["rewards"]]  # each reward's own mean, as the run logged it
     return {"steps": status.get("step"), "wall_s": status.get("elapsed_s"), "device": status.get("device"),
             "lr": config["optim"]["lr"], "prompts": config["batch_size"] * config["grad_accum"],
             "group": g["group_size"], "beta": g["beta"], "updates": g["updates"],
             "rewards": ", ".join(f"{r['name']} × {r.get('weight', 1.0):g}" for r in g["rewards"]),
-            "first": (mean(head, "reward"), mean(head, "reward_form"), mean(head, "reward_rhyme")),
-            "last": (mean(tail, "reward"), mean(tail, "reward_form"), mean(tail, "reward_rhyme")),
-            "evals": [(e["step"], e["val_reward"], e.get("val_reward_form", 0.0), e.get("val_reward_rhyme", 0.0))
+            "names": names,
+            "first": (mean(head, "reward"), *(mean(head, f"reward_{n}") for n in names)),
+            "last": (mean(tail, "reward"), *(mean(tail, f"reward_{n}") for n in names)),
+            "evals": [(e["step"], e["val_reward"], *(e.get(f"val_reward_{n}", 0.0) for n in names))
                       for e in metrics if "val_reward" in e]}
 
 
@@ -345,11 +347,13 @@ def render_card(kind, args, config, params, size_mb, vocab, full, fast, sample_n
                   f"(samples/tang_prompts.jsonl) × {grpo['group']} sampled answers, rewards {grpo['rewards']} "
                   f"(`minimind/training/rewards/`), peak lr {grpo['lr']}, KL penalty {grpo['beta']}, "
                   f"{grpo['updates']} updates per batch of answers, {grpo['wall_s'] / 60:.0f} min on {grpo['device']}; "
-                  f"mean train reward (total / form / rhyme) {f[0]:.3f} / {f[1]:.3f} / {f[2]:.3f} over the first "
-                  f"5 steps → {l[0]:.3f} / {l[1]:.3f} / {l[2]:.3f} over the last 5.", ""]
+                  f"mean train reward ({' / '.join(['total', *grpo['names']])}) "
+                  f"{' / '.join(f'{v:.3f}' for v in f)} over the first 5 steps → "
+                  f"{' / '.join(f'{v:.3f}' for v in l)} over the last 5.", ""]
         if grpo["evals"]:
-            lines += ["| step | held-out reward | form | rhyme |", "|---|---|---|---|"]
-            lines += [f"| {s} | {r:.3f} | {fo:.3f} | {rh:.3f} |" for s, r, fo, rh in grpo["evals"]]
+            lines += ["| " + " | ".join(["step", "held-out reward", *grpo["names"]]) + " |",
+                      "|---" * (2 + len(grpo["names"])) + "|"]
+            lines += ["| " + " | ".join([str(e[0]), *(f"{v:.3f}" for v in e[1:])]) + " |" for e in grpo["evals"]]
             lines.append("")
     lines += ["## Held-out quality", "",
               f"Measured on the shipped bf16 weights (loaded as float32), documents scored in windows of "
