@@ -42,7 +42,9 @@ DRAFT_TYPE = "q8_0"   # a quarter of float32's bytes, as the int8 draft; Tang gu
 # positions a context holds (llama.cpp allocates its KV cache whole, at load): an import with a
 # 131,072-token context would otherwise hold gigabytes for it; longer sequences use PyTorch
 DRAFT_CONTEXT = 2048
-EXACT_MAX_BYTES = 128 * 2**20  # float32 weights up to this get an exact llama.cpp decoder (a second copy)
+# float32 weights up to this get an exact llama.cpp decoder (a second copy): it wins where per-op overhead
+# bounds a step (MiniMind-Tang, 17.5 MB) and only ties where reading the weights does (MiniMind-Shakespeare, 24 MB)
+EXACT_MAX_BYTES = 64 * 2**20
 _GGML_F32 = 0                  # ggml's type id of float32 (the exact context's KV cache)
 GIVE_UP = 3                    # failed calls in a row before an engine gives a context up for good
 _OPEN: "weakref.WeakSet[GgufContext]" = weakref.WeakSet()  # closed at exit, before llama.cpp unloads
