@@ -213,7 +213,7 @@ def compare(before: Path, after: Path, tiny: bool = False) -> dict:
 
     prompts = held_out_prompts(12 if tiny else None)
     real = real_poems()
-    rows = [measure(load_model(path), load_tokenizer_for(path), prompts, f"{label} ({path})", {})
+    rows = [measure(load_model(path, merge=True), load_tokenizer_for(path), prompts, f"{label} ({path})", {})
             for label, path in (("before GRPO", before), ("after GRPO", after))]
     rows.insert(1, {"model": f"real regulated poems ({real['source']})", "answers": real["poems"],
                     "form + rhyme share": real["rhyme share"], **{k: real[k] for k in VARIETY}})
@@ -240,8 +240,10 @@ def run(quick: bool = False, tiny: bool = False, minutes: float | None = None, a
     from minimind.training import RunDir, TrainConfig
 
     if compare_models:
-        before, after = (Path(p.strip()) for p in compare_models.split(","))
-        return compare(before, after, tiny)
+        paths = [Path(p.strip()) for p in compare_models.split(",")]
+        if len(paths) != 2 or not all(p.is_dir() for p in paths):
+            raise SystemExit(f"--compare-models takes two saved model folders, BEFORE,AFTER: got {compare_models!r}")
+        return compare(*paths, tiny)
     seconds = 60.0 * (minutes or (0.3 if tiny else 3.0 if quick else MINUTES))
     tokenizer = load_tokenizer_for(START)
     prompts = held_out_prompts(12 if tiny else None)

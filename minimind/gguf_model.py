@@ -142,6 +142,8 @@ def write_draft_gguf(model, out_dir: Path, qtype: str = "q8_0") -> Path:
     q8_0, its exact decoder in f32: minimind/inference/gguf_context.py): its vocabulary is
     placeholders, since nothing reads text."""
     reason = not_llama_shaped(model.config) or architecture_refusal(model.config)
+    if not reason and not hasattr(model.config, "rope_dict"):  # a stock transformers model (minimind.hub imports as MiniMind)
+        reason = f"the GGUF writer reads MiniMind configs, not {type(model.config).__name__}"
     if reason:
         raise ExportError(reason)
     vocab = placeholder_vocab(model.config.vocab_size)

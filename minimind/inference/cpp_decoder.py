@@ -36,6 +36,21 @@ def exact_context(model_ref) -> LazyContext:
     return LazyContext(model_ref, exact=True, role="decoder")
 
 
+def ready(cpp: LazyContext, w: Weights, tokens: list[int]) -> bool:
+    """Whether the context (made for `w` if need be) can decode after `tokens`, having read all of them
+    but the last (the engine calls this before it times a pass). False where it cannot be made, is
+    past its length, or fails (the failure counts towards giving it up)."""
+    context = cpp.get(w)
+    if context is None or not context.fits(tokens, 1):
+        return False
+    try:
+        context.read(tokens[:-1])
+    except Exception as err:  # (a failure counts; a read that works does not clear the count: only logits do)
+        cpp.failed(err)
+        return False
+    return True
+
+
 def logits_after(cpp: LazyContext, w: Weights, tokens: list[int]) -> torch.Tensor | None:
     """The exact float32 logits after `tokens`, or None where the context cannot take them (not made,
     past its length). A failed call raises (and counts towards giving the context up)."""

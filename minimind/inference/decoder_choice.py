@@ -38,14 +38,16 @@ class DecoderChoice:
         tokens = self._tokens[name]
         return self._seconds[name] / tokens if tokens else None
 
-    def choose(self) -> str:
+    def choose(self, leaving_out: str | None = None) -> str:
         """The decoder for the next pass: those with fewer than TRIALS timed passes in turn, then the
         fastest, with a slower one once in RECHECK passes. (Timed passes, not passes: passes that
-        made a draft or followed a change of weights are not timed.)"""
-        untried = [name for name in self.names if self.timed[name] < TRIALS]
+        made a draft or followed a change of weights are not timed.) `leaving_out`: a decoder that
+        cannot take this pass (see `declined`)."""
+        names = [name for name in self.names if name != leaving_out] or self.names
+        untried = [name for name in names if self.timed[name] < TRIALS]
         if untried:
             return min(untried, key=lambda name: self._runs[name])
-        ranked = sorted(self.names, key=self.seconds_per_token)
+        ranked = sorted(names, key=self.seconds_per_token)
         if self.passes % RECHECK == 0 and len(ranked) > 1:
             slower = ranked[1:]
             return slower[(self.passes // RECHECK) % len(slower)]
@@ -55,6 +57,11 @@ class DecoderChoice:
         """`name` can no longer run (its llama.cpp context failed): choose among the others."""
         if name in self.names and len(self.names) > 1:
             self.names.remove(name)
+
+    def declined(self, name: str) -> None:
+        """`name` was chosen but could not take the pass (a sequence past llama.cpp's context): it
+        counts as a run, so that the others take their turns, and the caller chooses again without it."""
+        self._runs[name] += 1
 
     def record(self, name: str, seconds: float, tokens: int, made: bool = False) -> None:
         """One pass of `name` took `seconds` and emitted `tokens`; `made`: it made a draft or a

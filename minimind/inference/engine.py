@@ -258,24 +258,30 @@ class Engine:
     def _lone_greedy(self, request: _Request) -> None:
         """One pass of a greedy request alone in the engine: speculative, plain or through llama.cpp,
         as `speculate` and `llama_cpp` say or as the timings so far say (the tokens are the same
-        either way)."""
+        either way). Each decoder first reads what it has not seen of the request, untimed (a
+        llama.cpp pass leaves PyTorch's KV cache behind, a PyTorch pass leaves llama.cpp's), so a
+        pass is timed on its own tokens alone."""
+        w = self._weights()  # (weights changed in place: llama.cpp's copy is made again)
         if self.choice is None:
-            if self.llama_cpp and self._llama_cpp(request):
-                return
-            if self.speculate is False:
+            if self.llama_cpp and cpp_decoder.ready(self.cpp, w, request.tokens):
+                self._llama_cpp(request)
+            elif self.speculate is False:
                 self._step([request])
             else:
                 self._speculate(request)
             return
-        name = self.choice.choose()
-        start, count = time.perf_counter(), request.count
         made = (self.draft.drafts_made, self.cpp.made if self.cpp else 0)
+        name = self.choice.choose()
+        if name == LLAMA_CPP and not cpp_decoder.ready(self.cpp, w, request.tokens):
+            self.choice.declined(LLAMA_CPP)
+            if not self.cpp.usable:  # (it could not be made, or kept failing: it is given up)
+                self.choice.drop(LLAMA_CPP)
+            name = self.choice.choose(leaving_out=LLAMA_CPP)
+        if name != LLAMA_CPP:
+            self._catch_up(w, request)
+        start, count = time.perf_counter(), request.count
         if name == LLAMA_CPP:
-            if not self._llama_cpp(request):  # (it cannot run this request, or no longer at all)
-                if self.cpp is not None and not self.cpp.usable:
-                    self.choice.drop(LLAMA_CPP)
-                self._step([request])
-                name = PLAIN
+            self._llama_cpp(request)
         elif name == SPECULATIVE:
             self._speculate(request)
         else:
@@ -284,26 +290,23 @@ class Engine:
         self.choice.record(name, time.perf_counter() - start, request.count - count,
                            made=made != (self.draft.drafts_made, self.cpp.made if self.cpp else 0))
 
-    def _llama_cpp(self, request: _Request) -> bool:
+    def _llama_cpp(self, request: _Request) -> None:
         """Up to cpp_decoder.STEPS tokens of `request` from llama.cpp's exact float32 logits, each picked
-        by the request's sampler. False (nothing done: PyTorch decodes this pass) where llama.cpp
-        cannot take the request or fails before a token."""
-        if self.cpp is None:
-            return False
-        for emitted in range(min(cpp_decoder.STEPS, request.max_new_tokens - request.count)):
+        by the request's sampler (after `cpp_decoder.ready`). It stops early past its context or where
+        llama.cpp fails: the next pass goes on, in PyTorch if need be."""
+        for _ in range(min(cpp_decoder.STEPS, request.max_new_tokens - request.count)):
             try:
                 logits = cpp_decoder.logits_after(self.cpp, self.weights, request.tokens)
             except Exception:  # (counted: a few in a row and the context is given up)
                 logits = None
-            if logits is None:  # past its context, or it failed: PyTorch goes on
-                return emitted > 0
+            if logits is None:
+                return
             try:
                 request.emit(logits)
             except Exception as err:  # the request's own failure (its sampler): it ends that request
                 request.finish(err)
             if request.done:
-                break
-        return True
+                return
 
     def _catch_up(self, w: Weights, request: _Request) -> None:
         """Bring the request's KV cache up to all its tokens but the last, as a PyTorch pass expects:

@@ -48,6 +48,7 @@ EXACT_MAX_BYTES = 64 * 2**20
 _GGML_F32 = 0                  # ggml's type id of float32 (the exact context's KV cache)
 GIVE_UP = 3                    # failed calls in a row before an engine gives a context up for good
 _OPEN: "weakref.WeakSet[GgufContext]" = weakref.WeakSet()  # closed at exit, before llama.cpp unloads
+_CLOSING = threading.Event()   # set at exit: no context is made after close_all
 
 
 def llama_cpp_installed() -> bool:
@@ -63,6 +64,8 @@ class GgufContext:
         """`context`: the positions it can hold (at most DRAFT_CONTEXT are allocated)."""
         from llama_cpp import Llama  # (an optional extra: imported when a context is made)
 
+        if _CLOSING.is_set():  # (one made after close_all would be freed after llama.cpp unloads: a crash)
+            raise RuntimeError("the process is exiting")
         context = min(context, DRAFT_CONTEXT)
         folder = Path(tempfile.mkdtemp(prefix="minimind-llama-cpp-"))
         try:
@@ -100,21 +103,33 @@ class GgufContext:
                     break
         return guesses
 
+    def read(self, tokens: list[int]) -> None:
+        """Bring the context up to `tokens`: read what it does not hold yet (after the previous
+        call's tokens, the new ones). The engine reads a request's earlier tokens this way before
+        it times a pass, as PyTorch's KV cache is caught up before its passes are timed."""
+        with self._lock:
+            self._read(self._open(), tokens, len(tokens))
+
     def logits_after(self, tokens: list[int]) -> np.ndarray:
-        """The float32 logits of the token after `tokens` (a copy: the next call overwrites llama.cpp's).
-        Only what the context does not hold yet is read: after the previous call's tokens, the new ones."""
+        """The float32 logits of the token after `tokens` (a copy: the next call overwrites llama.cpp's)."""
         from llama_cpp import llama_get_logits_ith  # (the last row a call to llama.cpp's decode computed)
 
         with self._lock:
             llm = self._open()
-            held = self._held
-            keep = len(held) if held == tokens[:len(held)] else _shared_prefix(held, tokens)
-            keep = min(keep, len(tokens) - 1)  # at least one token is read: its row is the answer
-            self._held = []                    # (unknown while llama.cpp reads; an error leaves it so)
-            llm.n_tokens = keep                # eval() drops the keys and values past this first
-            llm.eval(tokens[keep:])
-            self._held = list(tokens)
+            self._read(llm, tokens, len(tokens) - 1)  # at least the last token is read: its row is the answer
             return np.ctypeslib.as_array(llama_get_logits_ith(llm.ctx, -1), shape=(self._vocab,)).copy()
+
+    def _read(self, llm, tokens: list[int], at_most: int) -> None:
+        """Read `tokens` past the longest prefix the context holds, keeping at most `at_most` of them."""
+        held = self._held
+        keep = len(held) if held == tokens[:len(held)] else _shared_prefix(held, tokens)
+        keep = min(keep, at_most)
+        if keep == len(tokens):
+            return
+        self._held = []       # (unknown while llama.cpp reads; an error leaves it so: the next call reads all)
+        llm.n_tokens = keep   # eval() drops the keys and values past this first
+        llm.eval(tokens[keep:])
+        self._held = list(tokens)
 
     def close(self) -> None:
         """Free the context and the weights, after a call under way."""
@@ -173,12 +188,16 @@ class LazyContext:
         try:
             result = use(self.context)
         except Exception as err:
-            self._failures += 1
-            if self._failures >= GIVE_UP:
-                self._give_up(err)
+            self.failed(err)
             raise
         self._failures = 0
         return result
+
+    def failed(self, err: BaseException) -> None:
+        """A call failed: the GIVE_UP-th in a row ends the context for good."""
+        self._failures += 1
+        if self._failures >= GIVE_UP:
+            self._give_up(err)
 
     def memory_bytes(self) -> int:
         context = self.context  # (read once: the decode thread may drop it meanwhile)
@@ -211,5 +230,6 @@ def _kv_bytes(config, context: int, width: int) -> int:
 
 def close_all() -> None:
     """Free every open context (at exit: llama-cpp-python's own cleanup fails once its library is gone)."""
+    _CLOSING.set()
     for context in list(_OPEN):
         context.close()

@@ -109,6 +109,9 @@ def test_stock_llama_with_the_same_weights_decodes_the_same(tmp_path):
     engine = Engine(llama)
     for prompt in PROMPTS[:2]:
         assert _greedy(engine, prompt, 30) == _generate(llama, prompt, 30) == _generate(model, prompt, 30)
+    if llama_cpp_installed():  # llama.cpp's copies are written from MiniMind configs: it says so and steps aside
+        assert "no llama.cpp decoder: llama.cpp cannot run it: the GGUF writer reads MiniMind configs, not " \
+               "LlamaConfig" in engine.describe()
 
 
 def test_preparing_shares_the_models_memory_and_keeps_it_a_model(tmp_path):
@@ -634,10 +637,17 @@ def test_llama_cpp_on_the_float32_weights_gives_the_plain_greedy_tokens(prompt):
     model = _lively_model()
     plain, cpp = Engine(model, speculate=False), Engine(model, llama_cpp=True)
     passes, real = [], cpp._llama_cpp
-    cpp._llama_cpp = lambda request: passes.append(real(request)) or passes[-1]
+
+    def counted(request):
+        before = request.count
+        real(request)
+        passes.append(request.count - before)
+
+    cpp._llama_cpp = counted
     expected = _greedy(plain, prompt, 100)
     assert len(set(expected)) > 20 and _greedy(cpp, prompt, 100) == expected
-    assert passes and all(passes) and cpp.describe().startswith("llama.cpp")
+    cpp.retire().join(5)  # (the decode thread notes its last pass after the stream ends)
+    assert passes[:-1] == [8] * 12 and passes[-1] == 3 and cpp.describe().startswith("llama.cpp")  # 1 + 99 tokens
     penalised = lambda engine: list(engine.submit(  # noqa: E731
         prompt, Sampler(512, repetition_penalty=1.3), 37, [9]))
     assert penalised(cpp) == penalised(plain)
@@ -658,20 +668,24 @@ def test_a_request_moved_between_llama_cpp_and_pytorch_keeps_its_tokens():
     engine = Engine(model, draft="int8")
     assert engine.choice.names == ["plain", "speculative", "llama.cpp"]
     turns = iter(["llama.cpp", "plain", "llama.cpp", "speculative", "llama.cpp", "llama.cpp"] * 40)
-    engine.choice.choose = lambda: next(turns)
+    engine.choice.choose = lambda leaving_out=None: next(turns)
     assert _greedy(engine, PROMPTS[1], 120) == expected
+    engine.retire().join(5)
+    assert engine.cpp.usable and all(engine.choice.tokens[name] > 0 for name in engine.choice.names)
+    assert engine.choice.tokens["llama.cpp"] > 60  # 8 a pass, 4 of each 6 passes
 
     engine = Engine(model, llama_cpp=True)
     started, joined = threading.Event(), threading.Event()
     real, steps = engine._llama_cpp, []
     step = engine._step
-    engine._step = lambda active: steps.append(len(active)) or step(active)
+    engine._step = lambda active: steps.append(len(active)) or step(active)  # (llama_cpp=True: none alone)
 
     def first_waits(request):  # the others join while the lone request's cache is behind
-        done = real(request)
+        before = request.count
+        real(request)
+        steps.append(f"llama.cpp {request.count - before}")
         started.set()
         joined.wait(10)
-        return done
 
     engine._llama_cpp = first_waits
     lone = engine.submit(PROMPTS[1], Sampler(512), 120)
@@ -681,7 +695,7 @@ def test_a_request_moved_between_llama_cpp_and_pytorch_keeps_its_tokens():
     assert list(lone) == expected
     assert [list(s) for s in others] == [list(Engine(model, speculate=False).submit(p, _sampler(i), 15))
                                          for i, p in enumerate(PROMPTS)]
-    assert max(steps) == 1 + len(PROMPTS)  # batched with all of them
+    assert steps[0] == "llama.cpp 8" and 1 + len(PROMPTS) in steps  # 8 tokens, then batched with all of them
 
 
 @pytest.mark.llama_cpp
@@ -699,6 +713,10 @@ def test_llama_cpp_decoding_gives_way_to_pytorch_past_its_context_after_failures
     engine = Engine(model, llama_cpp=True)
     assert _greedy(engine, PROMPTS[1], 80) == plain[1]  # 33 + 80 positions: past 64
     assert engine.cpp.context.context == 64 and engine.cpp.usable
+    timed = Engine(model, draft="int8")  # the timed choice: past the context the other two take their turns
+    assert _greedy(timed, PROMPTS[1], 80) == plain[1] and _greedy(timed, PROMPTS[1], 80) == plain[1]
+    timed.retire().join(5)
+    assert timed.choice.tokens["llama.cpp"] > 0 and min(timed.choice.timed.values()) >= 3, timed.choice.timed
 
     calls, real = [], gguf_context.GgufContext.logits_after
 
@@ -712,6 +730,24 @@ def test_llama_cpp_decoding_gives_way_to_pytorch_past_its_context_after_failures
     engine = Engine(model, llama_cpp=True)
     assert _greedy(engine, PROMPTS[0], 50) == plain[0][:50]
     assert engine.cpp.usable and len(calls) > gguf_context.GIVE_UP
+    monkeypatch.setattr(gguf_context.GgufContext, "logits_after", real)
+
+    # a failure inside llama.cpp's own read, with tokens half read: the next call reads them all again
+    engine = Engine(model, llama_cpp=True)
+    assert _greedy(engine, PROMPTS[1], 10) == plain[1][:10]
+    llm = engine.cpp.context._llm
+    evals, eval_ = [], llm.eval
+
+    def breaks_once(tokens):
+        evals.append(len(tokens))
+        if len(evals) == 2:
+            eval_(tokens[:1])  # (part of it read, then the failure)
+            raise RuntimeError("decode failed")
+        return eval_(tokens)
+
+    llm.eval = breaks_once
+    assert _greedy(engine, PROMPTS[1], 60) == plain[1][:60]
+    assert len(evals) > 2 and max(evals[2:]) >= len(PROMPTS[1])  # read again from the start after the failure
     monkeypatch.setattr(gguf_context.GgufContext, "logits_after", lambda self, tokens: 1 / 0)
     engine = Engine(model, draft="int8")
     assert _greedy(engine, PROMPTS[0], 80) == plain[0]

@@ -151,3 +151,35 @@ def test_shakespeare_writes_the_next_speech():
                                                                  max_new_tokens=160, seed=seed)).read()
         went_on += bool(re.search(r"\n\n[A-Z][A-Z ]+\.\n", text))
     assert went_on >= 3, went_on
+
+
+@pytest.mark.llama_cpp
+@pytest.mark.parametrize("name", list(SHIPPED))
+def test_llama_cpp_decodes_the_shipped_models_greedy_tokens_as_the_engine_does(name):
+    """The engine's llama.cpp decoder (float32 weights and KV cache, minimind/inference/cpp_decoder.py)
+    sums in another order than PyTorch: on the shipped models, long greedy answers to held-out
+    prompts must still be plain decoding's tokens."""
+    import json
+
+    from minimind.checkpoint import load_model
+    from minimind.chat_format import encode_chat
+    from minimind.inference import Engine, Sampler
+    from minimind.inference.gguf_context import llama_cpp_installed
+
+    if not llama_cpp_installed():
+        pytest.skip("llama-cpp-python is not installed")
+    folder = _folder(name)
+    model, tokenizer = load_model(folder).float().eval(), load_tokenizer_for(folder)
+    sample = (folder / SHIPPED[name]).read_text(encoding="utf-8")
+    if name == "minimind-tang":
+        titles = [json.loads(line)["title"] for line in sample.splitlines()[:3]]
+        prompts = [encode_chat(tokenizer, [{"role": "user", "content": f"以《{t}》为题写一首七言律诗"}]) for t in titles]
+    else:
+        speeches = [p for p in sample.split("\n\n") if len(p) > 200][:3]
+        prompts = [tokenizer(s[:300], add_special_tokens=False)["input_ids"] for s in speeches]
+    plain, cpp = Engine(model, speculate=False), Engine(model, llama_cpp=True)
+    for prompt in prompts:
+        n = min(200, model.config.max_position_embeddings - len(prompt) - 1)
+        expected = list(plain.submit(prompt, Sampler(len(tokenizer)), n))
+        assert list(cpp.submit(prompt, Sampler(len(tokenizer)), n)) == expected
+    assert cpp.describe().startswith("llama.cpp") and cpp.cpp.usable
