@@ -12,7 +12,8 @@ Three parts, one run:
    minimind/inference/decoder_choice.py; its draft is llama.cpp where llama-cpp-python is
    installed, int8 otherwise: gguf_context.py), the engine with speculation off (the like-for-like
    per-token decoder), speculation always on with each draft, llama.cpp's exact decoder always on,
-   `generate`, a sampled request, and llama.cpp on our own GGUF export. Where llama-cpp-python is
+   `generate`, a sampled request (as chat runs it: plain, or llama.cpp's logits through the
+   request's seeded sampler, timed), and llama.cpp on our own GGUF export. Where llama-cpp-python is
    installed, the engine as a user without it runs it (int8 draft, no llama.cpp) is a row of its own.
 2. The shipped models (checkpoints/), a chat prompt from their held-out text, the same rows;
    "ours vs llama.cpp gguf-f16" compares with the export a user would run instead.

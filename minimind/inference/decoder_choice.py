@@ -80,10 +80,11 @@ class DecoderChoice:
         """The weights changed in place: each decoder's next pass makes its copies again, untimed."""
         self._untimed = dict.fromkeys(self._untimed, WARMUP)
 
-    def describe(self) -> str:
-        """What the engine has used so far, for logs and benchmark rows."""
+    def describe(self, requests: str = "greedy") -> str:
+        """What the engine has used so far for lone `requests` ("greedy", "sampled"), for logs and benchmark rows."""
         total = sum(self.tokens.values())
         if not total:
-            return "timed: no greedy request yet"
+            return f"timed: no {requests} request yet"
         shares = sorted(((n, t) for n, t in self.tokens.items() if t), key=lambda item: -item[1])
-        return "timed: " + ", ".join(f"{name} for {100 * t / total:.0f} %" for name, t in shares) + " of greedy tokens"
+        return ("timed: " + ", ".join(f"{name} for {100 * t / total:.0f} %" for name, t in shares)
+                + f" of {requests} tokens")

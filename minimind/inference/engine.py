@@ -128,6 +128,8 @@ class Engine:
         self.llama_cpp = llama_cpp
         self.choice = None if speculate is not None or llama_cpp else DecoderChoice(
             (PLAIN, SPECULATIVE) + (() if llama_cpp is False else (LLAMA_CPP,)))
+        # a lone sampled request: plain or llama.cpp (its logits, the request's seeded sampler), timed apart
+        self.sampled_choice = DecoderChoice((PLAIN, LLAMA_CPP)) if llama_cpp is None else None
         self.draft = Draft(self._model, draft)  # what guesses for speculation (draft.py)
         # llama.cpp's exact context (cpp_decoder.py), made on the first pass that uses it
         self.cpp = cpp_decoder.exact_context(self._model) if llama_cpp is not False else None
@@ -210,6 +212,8 @@ class Engine:
             try:
                 if len(active) == 1 and (self.speculate is not False or self.cpp is not None) and active[0].sampler.greedy:
                     self._lone_greedy(active[0])
+                elif len(active) == 1 and self.cpp is not None:
+                    self._lone_sampled(active[0])
                 elif active:
                     self._step(active)
             except Exception as err:  # a fault of the scheduler's own: it ends these requests, not the thread
@@ -221,8 +225,10 @@ class Engine:
         model = self._model()
         if model is not None:
             weights = self._prepare(model)  # the same object unless the weights changed in place
-            if weights is not self.weights and self.choice is not None:
-                self.choice.rewarm()
+            if weights is not self.weights:
+                for choice in (self.choice, self.sampled_choice):
+                    if choice is not None:
+                        choice.rewarm()
             self.weights = weights
         return self.weights
 
@@ -290,6 +296,33 @@ class Engine:
         self.choice.record(name, time.perf_counter() - start, request.count - count,
                            made=made != (self.draft.drafts_made, self.cpp.made if self.cpp else 0))
 
+    def _lone_sampled(self, request: _Request) -> None:
+        """One pass of a sampled request alone in the engine: plain, or llama.cpp's logits through the
+        request's own seeded sampler, as `llama_cpp` says or as the timings so far say."""
+        w = self._weights()
+        choice = self.sampled_choice
+        if choice is None:  # llama_cpp=True
+            if cpp_decoder.ready(self.cpp, w, request.tokens):
+                self._llama_cpp(request)
+            else:
+                self._step([request])
+            return
+        made = self.cpp.made
+        name = choice.choose()
+        if name == LLAMA_CPP and not cpp_decoder.ready(self.cpp, w, request.tokens):
+            choice.declined(LLAMA_CPP)
+            if not self.cpp.usable:
+                choice.drop(LLAMA_CPP)
+            name = PLAIN
+        if name == PLAIN:
+            self._catch_up(w, request)
+        start, count = time.perf_counter(), request.count
+        if name == LLAMA_CPP:
+            self._llama_cpp(request)
+        else:
+            self._step([request])
+        choice.record(name, time.perf_counter() - start, request.count - count, made=made != self.cpp.made)
+
     def _llama_cpp(self, request: _Request) -> None:
         """Up to cpp_decoder.STEPS tokens of `request` from llama.cpp's exact float32 logits, each picked
         by the request's sampler (after `cpp_decoder.ready`). It stops early past its context or where
@@ -323,6 +356,8 @@ class Engine:
             mode = self.choice.describe()
         else:
             mode = LLAMA_CPP if self.llama_cpp else (SPECULATIVE if self.speculate else PLAIN)
+        if self.sampled_choice is not None and sum(self.sampled_choice.tokens.values()):
+            mode += "; " + self.sampled_choice.describe("sampled")
         notes = [self.draft.describe()] if self.speculate is not False else []
         if self.cpp is not None and self.cpp.note:
             notes.append(self.cpp.note)

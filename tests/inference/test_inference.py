@@ -877,3 +877,24 @@ def test_a_bf16_moe_model_decodes():
     with torch.no_grad():
         first = model(torch.tensor([PROMPTS[1]])).logits[0, -1].float()
     assert len(tokens) == 8 and first[tokens[0]] >= first.max() - 0.1  # bf16 rounding may swap near-ties
+
+
+@pytest.mark.llama_cpp
+@pytest.mark.skipif(not llama_cpp_installed(), reason="llama-cpp-python is not installed")
+def test_a_lone_sampled_request_may_decode_through_llama_cpp_with_its_own_seeded_sampler():
+    """A sampled request alone in the engine is timed on plain decoding and on llama.cpp's logits; its
+    seeded sampler draws from either, so the tokens are the same (as a batch gives a request alone)."""
+    model = _lively_model()
+    sampler = lambda: Sampler(512, temperature=0.9, top_k=40, top_p=0.95, seed=3)  # noqa: E731
+    expected = list(Engine(model, speculate=False).submit(PROMPTS[1], sampler(), 120))
+    assert len(set(expected)) > 20
+    forced = Engine(model, llama_cpp=True)
+    assert list(forced.submit(PROMPTS[1], sampler(), 120)) == expected
+    assert forced.cpp.made == 1 and forced.cpp.context._held[:len(PROMPTS[1])] == PROMPTS[1]  # llama.cpp read it
+    timed = Engine(model, draft="int8")
+    for _ in range(2):
+        assert list(timed.submit(PROMPTS[1], sampler(), 120)) == expected
+    timed.retire().join(5)
+    assert timed.sampled_choice.tokens["llama.cpp"] > 0 and timed.sampled_choice.tokens["plain"] > 0
+    assert "of sampled tokens" in timed.describe() and timed.choice.tokens == {"plain": 0, "speculative": 0,
+                                                                              "llama.cpp": 0}
