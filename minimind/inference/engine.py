@@ -421,7 +421,8 @@ def speculation_possible(weights: Weights) -> bool:
     return weights.device.type == "cpu" and weights.embed.dtype == torch.float32
 
 
-def engine_for(model, max_batch: int = 16) -> Engine:
+def engine_for(model, max_batch: int = 16, llama_cpp: bool | None = None) -> Engine:
     """The model's engine, made once and kept while the model lives: every caller of one model
-    shares its decode thread and its prepared weights."""
-    return _ENGINES.get(model, lambda: Engine(model, max_batch))
+    shares its decode thread and its prepared weights. (`llama_cpp`, as for Engine, applies when
+    this call makes the engine.)"""
+    return _ENGINES.get(model, lambda: Engine(model, max_batch, llama_cpp=llama_cpp))

@@ -21,6 +21,7 @@ def test_rollouts_sample_hot_seeded_answers_within_the_context(tokenizer):
     prompt = tokenizer("床前明月光，疑是地上霜。", add_special_tokens=False)["input_ids"]
     rolled = policy.sample([prompt], [7], 12, 3.0, 0, 1.0)  # hotter than a chat may ask for
     engine = engine_for(policy.model)
+    assert engine.cpp is None  # no llama.cpp copy of weights that change every step (remade each time)
     by_hand = Sampler(engine.vocab_size, 3.0, 0, 1.0, 1.0, seed=7, guard=guard_for(tokenizer, engine.vocab_size))
     assert rolled.answers == [list(engine.submit(prompt, by_hand, 12, policy.stop_ids))]
     assert rolled.answers != policy.sample([prompt], [8], 12, 3.0, 0, 1.0).answers  # the seed is used

@@ -71,7 +71,8 @@ class RolloutPolicy:
     def sample(self, prompts: list[list[int]], seeds: list[int], max_new_tokens: int, temperature: float,
                top_k: int, top_p: float) -> Rollouts:
         """One sampled answer per prompt (repeat a prompt for a group), all decoded together."""
-        engine = engine_for(self.model, max_batch=MAX_ROLLOUT_BATCH)
+        # (no llama.cpp copy: the policy's weights change every step, and each change would remake it)
+        engine = engine_for(self.model, max_batch=MAX_ROLLOUT_BATCH, llama_cpp=False)
         engine.max_batch = max(engine.max_batch, min(len(prompts), MAX_ROLLOUT_BATCH))
         guard = guard_for(self.tokenizer, engine.vocab_size)
         sampling = RolloutSampling(temperature=temperature, top_k=top_k, top_p=top_p, repetition_penalty=1.0)
