@@ -17,6 +17,9 @@ WARMUP = 1      # a decoder's first pass (and its first after the weights change
 TRIALS = 3      # timed passes of each decoder before the engine picks one
 RECHECK = 50    # once in this many passes, a slower decoder runs again (the slower ones in turn)
 DECAY = 0.8     # weight kept by the older timings at each new one: recent passes count most
+SWITCH = 0.1    # the engine leaves the decoder it uses for one timed this much faster a token: moving a
+                # request between PyTorch and llama.cpp makes the other read what it missed, which the
+                # per-pass timings leave out, and two decoders within the noise would swap back and forth
 PLAIN, SPECULATIVE, LLAMA_CPP = "plain", "speculative", "llama.cpp"
 
 
@@ -32,6 +35,7 @@ class DecoderChoice:
         self._tokens = dict.fromkeys(self.names, 0.0)
         self.tokens = dict.fromkeys(self.names, 0)        # tokens each has emitted, for reports
         self.timed = dict.fromkeys(self.names, 0)         # passes of each that were timed
+        self.current: str | None = None                   # the decoder chosen as the fastest, once trials end
 
     def seconds_per_token(self, name: str) -> float | None:
         """The decayed mean time of one token, None before a timed pass."""
@@ -48,9 +52,15 @@ class DecoderChoice:
         if untried:
             return min(untried, key=lambda name: self._runs[name])
         ranked = sorted(names, key=self.seconds_per_token)
+        if self.current in names and ranked[0] != self.current and \
+                self.seconds_per_token(ranked[0]) > (1 - SWITCH) * self.seconds_per_token(self.current):
+            ranked.remove(self.current)  # (not faster by SWITCH: it stays)
+            ranked.insert(0, self.current)
         if self.passes % RECHECK == 0 and len(ranked) > 1:
             slower = ranked[1:]
             return slower[(self.passes // RECHECK) % len(slower)]
+        if leaving_out is None:
+            self.current = ranked[0]
         return ranked[0]
 
     def drop(self, name: str) -> None:

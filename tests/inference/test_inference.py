@@ -556,6 +556,19 @@ def test_three_decoders_take_turns_then_the_fastest_runs_and_the_slower_ones_are
     assert set(rechecks) == {PLAIN, SPECULATIVE}  # each slower one in turn
     assert all(name == LLAMA_CPP for i, name in enumerate(picks[turns:], turns) if i % RECHECK)
     assert choice.describe().startswith("timed: llama.cpp for 9")
+    # within SWITCH of each other, the one in use stays (each move makes the other decoder catch up)
+    choice = DecoderChoice((PLAIN, SPECULATIVE, LLAMA_CPP))
+    for _ in range(3 * (WARMUP + TRIALS)):
+        name = choice.choose()
+        choice.record(name, 8 * {PLAIN: 0.010, SPECULATIVE: 0.0021, LLAMA_CPP: 0.002}[name], 8)
+    assert choice.choose() == LLAMA_CPP
+    for _ in range(3):  # speculation is now 5 % faster: not enough to move
+        choice.record(SPECULATIVE, 8 * 0.0019, 8)
+    assert choice.seconds_per_token(SPECULATIVE) < choice.seconds_per_token(LLAMA_CPP)
+    assert {choice.choose() for _ in range(RECHECK - 1) if choice.passes % RECHECK} == {LLAMA_CPP}
+    for _ in range(10):  # now 40 % faster: it takes over
+        choice.record(SPECULATIVE, 8 * 0.0012, 8)
+    assert choice.choose() == SPECULATIVE
     choice.drop(LLAMA_CPP)  # its context failed for good: the others go on
     assert choice.choose() in (PLAIN, SPECULATIVE) and LLAMA_CPP not in choice.names
     choice.drop(SPECULATIVE)
