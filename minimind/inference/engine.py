@@ -210,10 +210,9 @@ class Engine:
                     active.append(request)
             active = [r for r in active if r.live]
             try:
-                if len(active) == 1 and (self.speculate is not False or self.cpp is not None) and active[0].sampler.greedy:
-                    self._lone_greedy(active[0])
-                elif len(active) == 1 and self.cpp is not None:
-                    self._lone_sampled(active[0])
+                if len(active) == 1 and (self.cpp is not None or (
+                        self.speculate is not False and active[0].sampler.greedy)):
+                    self._lone(active[0])
                 elif active:
                     self._step(active)
             except Exception as err:  # a fault of the scheduler's own: it ends these requests, not the thread
@@ -261,28 +260,31 @@ class Engine:
                 request.finish(err)
 
 
-    def _lone_greedy(self, request: _Request) -> None:
-        """One pass of a greedy request alone in the engine: speculative, plain or through llama.cpp,
-        as `speculate` and `llama_cpp` say or as the timings so far say (the tokens are the same
-        either way). Each decoder first reads what it has not seen of the request, untimed (a
-        llama.cpp pass leaves PyTorch's KV cache behind, a PyTorch pass leaves llama.cpp's), so a
-        pass is timed on its own tokens alone."""
+    def _lone(self, request: _Request) -> None:
+        """One pass of a request alone in the engine. Greedy: speculative, plain or through llama.cpp;
+        sampled: plain or llama.cpp's logits through the request's own seeded sampler. As `speculate`
+        and `llama_cpp` say, or as the timings so far say (the tokens are the same either way). Each
+        decoder first reads what it has not seen of the request, untimed (a llama.cpp pass leaves
+        PyTorch's KV cache behind, a PyTorch pass leaves llama.cpp's), so a pass is timed on its own
+        tokens alone."""
         w = self._weights()  # (weights changed in place: llama.cpp's copy is made again)
-        if self.choice is None:
+        greedy = request.sampler.greedy
+        choice = self.choice if greedy else self.sampled_choice
+        if choice is None:
             if self.llama_cpp and cpp_decoder.ready(self.cpp, w, request.tokens):
                 self._llama_cpp(request)
-            elif self.speculate is False:
-                self._step([request])
-            else:
+            elif greedy and self.speculate is not False:
                 self._speculate(request)
+            else:
+                self._step([request])
             return
         made = (self.draft.drafts_made, self.cpp.made if self.cpp else 0)
-        name = self.choice.choose()
+        name = choice.choose()
         if name == LLAMA_CPP and not cpp_decoder.ready(self.cpp, w, request.tokens):
-            self.choice.declined(LLAMA_CPP)
+            choice.declined(LLAMA_CPP)
             if not self.cpp.usable:  # (it could not be made, or kept failing: it is given up)
-                self.choice.drop(LLAMA_CPP)
-            name = self.choice.choose(leaving_out=LLAMA_CPP)
+                choice.drop(LLAMA_CPP)
+            name = choice.choose(leaving_out=LLAMA_CPP)
         if name != LLAMA_CPP:
             self._catch_up(w, request)
         start, count = time.perf_counter(), request.count
@@ -293,35 +295,8 @@ class Engine:
         else:
             self._step([request])
         # (a pass that made a draft or a context, first or after the weights changed, is not timed)
-        self.choice.record(name, time.perf_counter() - start, request.count - count,
-                           made=made != (self.draft.drafts_made, self.cpp.made if self.cpp else 0))
-
-    def _lone_sampled(self, request: _Request) -> None:
-        """One pass of a sampled request alone in the engine: plain, or llama.cpp's logits through the
-        request's own seeded sampler, as `llama_cpp` says or as the timings so far say."""
-        w = self._weights()
-        choice = self.sampled_choice
-        if choice is None:  # llama_cpp=True
-            if cpp_decoder.ready(self.cpp, w, request.tokens):
-                self._llama_cpp(request)
-            else:
-                self._step([request])
-            return
-        made = self.cpp.made
-        name = choice.choose()
-        if name == LLAMA_CPP and not cpp_decoder.ready(self.cpp, w, request.tokens):
-            choice.declined(LLAMA_CPP)
-            if not self.cpp.usable:
-                choice.drop(LLAMA_CPP)
-            name = PLAIN
-        if name == PLAIN:
-            self._catch_up(w, request)
-        start, count = time.perf_counter(), request.count
-        if name == LLAMA_CPP:
-            self._llama_cpp(request)
-        else:
-            self._step([request])
-        choice.record(name, time.perf_counter() - start, request.count - count, made=made != self.cpp.made)
+        choice.record(name, time.perf_counter() - start, request.count - count,
+                      made=made != (self.draft.drafts_made, self.cpp.made if self.cpp else 0))
 
     def _llama_cpp(self, request: _Request) -> None:
         """Up to cpp_decoder.STEPS tokens of `request` from llama.cpp's exact float32 logits, each picked

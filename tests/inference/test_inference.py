@@ -364,8 +364,8 @@ def test_the_llama_cpp_draft_copes_with_long_sequences_failed_guesses_and_a_clos
     plain = _greedy(Engine(model, speculate=False), PROMPTS[1], 80)
     monkeypatch.setattr(gguf_context, "DRAFT_CONTEXT", 64)
     engine = Engine(model, llama_cpp=False)  # (the draft alone: cpp_decoder.py has its own test)
-    passes, lone = [], engine._lone_greedy
-    engine._lone_greedy = lambda request: passes.append(1) or lone(request)
+    passes, lone = [], engine._lone
+    engine._lone = lambda request: passes.append(1) or lone(request)
     assert _greedy(engine, PROMPTS[1], 80) == plain  # 33 + 80 positions: past 64, int8 guesses
     engine.retire().join(5)  # (the decode thread records its last pass after the stream ends)
     assert engine.draft.kind == "llama.cpp" and engine.draft.llama.context.context == 64
