@@ -122,14 +122,16 @@ class GgufContext:
     def _read(self, llm, tokens: list[int], at_most: int) -> None:
         """Read `tokens` past the longest prefix the context holds, keeping at most `at_most` of them."""
         held = self._held
-        keep = len(held) if held == tokens[:len(held)] else _shared_prefix(held, tokens)
+        keep = len(held) if held == tokens[:len(held)] else llm.longest_token_prefix(held, tokens)
         keep = min(keep, at_most)
         if keep == len(tokens):
             return
         self._held = []       # (unknown while llama.cpp reads; an error leaves it so: the next call reads all)
         llm.n_tokens = keep   # eval() drops the keys and values past this first
         llm.eval(tokens[keep:])
-        self._held = list(tokens)
+        del held[keep:]       # (extended, not copied again: a decode step reads one token)
+        held.extend(tokens[keep:])
+        self._held = held
 
     def close(self) -> None:
         """Free the context and the weights, after a call under way."""
@@ -211,15 +213,6 @@ class LazyContext:
     def _give_up(self, err: BaseException) -> None:
         self.usable, self.note = False, f"no llama.cpp {self.role}: {err}"
         self.close()
-
-
-def _shared_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def _kv_bytes(config, context: int, width: int) -> int:
