@@ -8,6 +8,11 @@ MiniMind-Tang (18 MB of float32 matrices) lost 13 % to speculation on a machine 
 bound by per-op overhead, and gained 73 % on one bound by memory bandwidth (benchmarks/NOTES.md).
 So the engine times each on the requests it serves and keeps the fastest. It tries the others
 again now and then, because the machine's load and how often the draft guesses right both change.
+
+A request keeps the decoder it started with (once the trials are over): moving it between PyTorch
+and llama.cpp makes the other read what it missed, a cost no pass's timing shows. Moved whenever
+the timings crossed, MiniMind-Tang lost 12 % to its fastest decoder alone (benchmarks/NOTES.md).
+A better decoder found meanwhile takes the next request.
 """
 
 from __future__ import annotations
@@ -17,9 +22,8 @@ WARMUP = 1      # a decoder's first pass (and its first after the weights change
 TRIALS = 3      # timed passes of each decoder before the engine picks one
 RECHECK = 50    # once in this many passes, a slower decoder runs again (the slower ones in turn)
 DECAY = 0.8     # weight kept by the older timings at each new one: recent passes count most
-SWITCH = 0.1    # the engine leaves the decoder it uses for one timed this much faster a token: moving a
-                # request between PyTorch and llama.cpp makes the other read what it missed, which the
-                # per-pass timings leave out, and two decoders within the noise would swap back and forth
+SWITCH = 0.1    # the engine leaves the decoder it uses for one timed this much faster a token: two decoders
+                # within the noise would otherwise swap from one request to the next
 PLAIN, SPECULATIVE, LLAMA_CPP = "plain", "speculative", "llama.cpp"
 
 
@@ -42,11 +46,17 @@ class DecoderChoice:
         tokens = self._tokens[name]
         return self._seconds[name] / tokens if tokens else None
 
-    def choose(self, leaving_out: str | None = None) -> str:
+    @property
+    def settled(self) -> bool:
+        """Whether the trials are over (every decoder has had its TRIALS timed passes)."""
+        return all(self.timed[name] >= TRIALS for name in self.names)
+
+    def choose(self, leaving_out: str | None = None, keeping: str | None = None) -> str:
         """The decoder for the next pass: those with fewer than TRIALS timed passes in turn, then the
         fastest, with a slower one once in RECHECK passes. (Timed passes, not passes: passes that
         made a draft or followed a change of weights are not timed.) `leaving_out`: a decoder that
-        cannot take this pass (see `declined`)."""
+        cannot take this pass (see `declined`). `keeping`: the decoder the request started with,
+        which it keeps (but for rechecks) even where another is now timed faster."""
         names = [name for name in self.names if name != leaving_out] or self.names
         untried = [name for name in names if self.timed[name] < TRIALS]
         if untried:
@@ -61,7 +71,7 @@ class DecoderChoice:
             return slower[(self.passes // RECHECK) % len(slower)]
         if leaving_out is None:
             self.current = ranked[0]
-        return ranked[0]
+        return keeping if keeping in names else ranked[0]
 
     def drop(self, name: str) -> None:
         """`name` can no longer run (its llama.cpp context failed): choose among the others."""

@@ -74,6 +74,7 @@ class _Request:
         self.tokens = list(prompt)                 # prompt + every token emitted (the last one not yet run)
         self.count = 0
         self.done = False
+        self.decoder: str | None = None            # alone: the decoder it keeps, once the timings chose one
 
     @property
     def last(self) -> int:
@@ -279,12 +280,15 @@ class Engine:
                 self._step([request])
             return
         made = (self.draft.drafts_made, self.cpp.made if self.cpp else 0)
-        name = choice.choose()
+        name = choice.choose(keeping=request.decoder)
+        if request.decoder is None and choice.settled and name == choice.current:
+            request.decoder = name  # (it keeps it to its end: see decoder_choice.py)
         if name == LLAMA_CPP and not cpp_decoder.ready(self.cpp, w, request.tokens):
             choice.declined(LLAMA_CPP)
             if not self.cpp.usable:  # (it could not be made, or kept failing: it is given up)
                 choice.drop(LLAMA_CPP)
             name = choice.choose(leaving_out=LLAMA_CPP)
+            request.decoder = name if request.decoder is not None else None
         if name != LLAMA_CPP:
             self._catch_up(w, request)
         start, count = time.perf_counter(), request.count
