@@ -69,6 +69,23 @@ class Draft:
                 self.kind = "int8"
         return self._int8_guess(w, request, k)
 
+    def read(self, w: Weights, request) -> None:
+        """Bring the draft up to all of the request's tokens but the last, as a guess would first:
+        the engine calls this before it times a speculative pass that follows llama.cpp's passes,
+        so that the pass is timed on its own tokens (a failure here is left to the guess)."""
+        if self.kind == "llama.cpp":
+            gguf = self.llama.get(w)
+            if gguf is not None and gguf.fits(request.tokens, 0):
+                try:
+                    self.llama.call(lambda context: context.read(request.tokens[:-1]))
+                except Exception:  # (counted; the guess tries again, or int8 guesses)
+                    pass
+            return
+        guessing = self._int8_cache(w, request)
+        unseen = request.tokens[guessing.length:-1]
+        if unseen:
+            forward(w.draft(), torch.tensor([unseen], device=w.device), [guessing])
+
     def kept(self, request, length: int) -> None:
         """The exact pass kept `length` positions: the int8 draft forgets the rejected guesses."""
         if request.draft_cache is not None:
@@ -77,13 +94,18 @@ class Draft:
     def close(self) -> None:
         self.llama.close()
 
-    def _int8_guess(self, w: Weights, request, k: int) -> list[int]:
+    def _int8_cache(self, w: Weights, request) -> KVCache:
+        """The request's int8 draft KV cache (made with the int8 draft, if need be)."""
         if not w.drafted:
             self._int8_made += 1
         draft = w.draft()
         if request.draft_cache is None:
             request.draft_cache = KVCache(draft, request.cache.capacity)
-        guessing = request.draft_cache
+        return request.draft_cache
+
+    def _int8_guess(self, w: Weights, request, k: int) -> list[int]:
+        guessing = self._int8_cache(w, request)
+        draft = w.draft()
         guesses: list[int] = []
         unseen = request.tokens[guessing.length:]   # the draft catches up on what it has not seen, then guesses
         logits = forward(draft, torch.tensor([unseen], device=w.device), [guessing])[0]

@@ -289,8 +289,8 @@ class Engine:
                 choice.drop(LLAMA_CPP)
             name = choice.choose(leaving_out=LLAMA_CPP)
             request.decoder = name if request.decoder is not None else None
-        if name != LLAMA_CPP:
-            self._catch_up(w, request)
+        if name != LLAMA_CPP and self._catch_up(w, request) and name == SPECULATIVE:
+            self.draft.read(w, request)  # (llama.cpp's passes left the draft behind too)
         start, count = time.perf_counter(), request.count
         if name == LLAMA_CPP:
             self._llama_cpp(request)
@@ -320,13 +320,14 @@ class Engine:
             if request.done:
                 return
 
-    def _catch_up(self, w: Weights, request: _Request) -> None:
+    def _catch_up(self, w: Weights, request: _Request) -> bool:
         """Bring the request's KV cache up to all its tokens but the last, as a PyTorch pass expects:
-        llama.cpp passes (cpp_decoder.py) leave it behind."""
+        llama.cpp passes (cpp_decoder.py) leave it behind. True where it was behind."""
         cache = request.cache
         behind = request.tokens[cache.length:-1] if cache is not None else []
         if behind:
             self._forward(w, torch.tensor([behind], dtype=torch.long, device=w.device), [cache])
+        return bool(behind)
 
     def describe(self) -> str:
         """How lone greedy requests decode: "plain", "speculative", "llama.cpp" or what the timings

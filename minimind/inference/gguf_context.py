@@ -97,10 +97,12 @@ class GgufContext:
         guesses: list[int] = []
         with self._lock:
             llm = self._open()
+            self._held = []  # (generate() reads past what `read` left: what it holds is asked after)
             for token in llm.generate(tokens, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0):
                 guesses.append(int(token))
                 if len(guesses) == k:
                     break
+            self._held = llm.input_ids[:llm.n_tokens].tolist()  # the tokens and the guesses it read
         return guesses
 
     def read(self, tokens: list[int]) -> None:

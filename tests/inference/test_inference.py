@@ -700,6 +700,32 @@ def test_llama_cpp_on_the_float32_weights_gives_the_plain_greedy_tokens(prompt):
 
 @pytest.mark.llama_cpp
 @pytest.mark.skipif(not llama_cpp_installed(), reason="llama-cpp-python is not installed")
+@pytest.mark.parametrize("draft", ["int8", "llama.cpp"])
+def test_a_speculative_pass_after_llama_cpp_is_timed_on_its_own_tokens(draft):
+    """After llama.cpp's passes the draft is behind too: it reads what it missed before the pass
+    is timed, as PyTorch's KV cache does (else a recheck of speculation pays for the whole answer
+    so far, and speculation is never chosen again where it is the faster)."""
+    model = _lively_model()
+    expected = _greedy(Engine(model, speculate=False), PROMPTS[1], 100)
+    engine = Engine(model, draft=draft)
+    turns = iter(["llama.cpp"] * 3 + ["speculative", "llama.cpp"] * 40)
+    engine.choice.choose = lambda **_: next(turns)
+    seen, speculate = [], engine._speculate
+
+    def held_at_start(request):  # what the draft holds when the timed pass starts
+        if draft == "int8":
+            seen.append((request.draft_cache.length, len(request.tokens) - 1))
+        else:
+            seen.append((len(engine.draft.llama.context._held), len(request.tokens) - 1))
+        speculate(request)
+
+    engine._speculate = held_at_start
+    assert _greedy(engine, PROMPTS[1], 100) == expected
+    assert len(seen) >= 3 and all(held == wanted for held, wanted in seen), seen
+
+
+@pytest.mark.llama_cpp
+@pytest.mark.skipif(not llama_cpp_installed(), reason="llama-cpp-python is not installed")
 def test_a_request_moved_between_llama_cpp_and_pytorch_keeps_its_tokens():
     """llama.cpp passes leave the request's PyTorch KV cache behind: a plain or speculative pass
     after them, and a batched step once other requests join, first bring it up to date."""
