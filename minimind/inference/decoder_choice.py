@@ -12,7 +12,8 @@ again now and then, because the machine's load and how often the draft guesses r
 A request keeps the decoder it started with (once the trials are over): moving it between PyTorch
 and llama.cpp makes the other read what it missed, a cost no pass's timing shows. Moved whenever
 the timings crossed, MiniMind-Tang lost 12 % to its fastest decoder alone (benchmarks/NOTES.md).
-A better decoder found meanwhile takes the next request.
+A better decoder found meanwhile takes the next request. For the same reason a slower decoder is
+rechecked on a request's first pass, where no decoder is behind, not in the middle of an answer.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from __future__ import annotations
 WARMUP = 1      # a decoder's first pass (and its first after the weights change) is not timed: it makes
                 # the int8 draft, oneDNN's blocked copies or a llama.cpp context
 TRIALS = 3      # timed passes of each decoder before the engine picks one
-RECHECK = 50    # once in this many passes, a slower decoder runs again (the slower ones in turn)
+RECHECK = 50    # a slower decoder runs again (the slower ones in turn) on the first request to start this many
+                # passes after the last recheck
 DECAY = 0.8     # weight kept by the older timings at each new one: recent passes count most
 SWITCH = 0.1    # the engine leaves the decoder it uses for one timed this much faster a token: two decoders
                 # within the noise would otherwise swap from one request to the next
@@ -40,6 +42,8 @@ class DecoderChoice:
         self.tokens = dict.fromkeys(self.names, 0)        # tokens each has emitted, for reports
         self.timed = dict.fromkeys(self.names, 0)         # passes of each that were timed
         self.current: str | None = None                   # the decoder chosen as the fastest, once trials end
+        self._rechecked = 0                               # `passes` at the last recheck
+        self._rechecks = 0
 
     def seconds_per_token(self, name: str) -> float | None:
         """The decayed mean time of one token, None before a timed pass."""
@@ -53,25 +57,29 @@ class DecoderChoice:
 
     def choose(self, leaving_out: str | None = None, keeping: str | None = None) -> str:
         """The decoder for the next pass: those with fewer than TRIALS timed passes in turn, then the
-        fastest, with a slower one once in RECHECK passes. (Timed passes, not passes: passes that
-        made a draft or followed a change of weights are not timed.) `leaving_out`: a decoder that
-        cannot take this pass (see `declined`). `keeping`: the decoder the request started with,
-        which it keeps (but for rechecks) even where another is now timed faster."""
+        fastest, with a slower one once RECHECK passes have gone by since the last recheck. (Timed
+        passes, not passes: passes that made a draft or followed a change of weights are not
+        timed.) `leaving_out`: a decoder that cannot take this pass (see `declined`). `keeping`: the
+        decoder the request started with, which it keeps to its end, even where another is now timed
+        faster (and no recheck interrupts it)."""
         names = [name for name in self.names if name != leaving_out] or self.names
         untried = [name for name in names if self.timed[name] < TRIALS]
         if untried:
             return min(untried, key=lambda name: self._runs[name])
+        if keeping in names:
+            return keeping
         ranked = sorted(names, key=self.seconds_per_token)
         if self.current in names and ranked[0] != self.current and \
                 self.seconds_per_token(ranked[0]) > (1 - SWITCH) * self.seconds_per_token(self.current):
             ranked.remove(self.current)  # (not faster by SWITCH: it stays)
             ranked.insert(0, self.current)
-        if self.passes % RECHECK == 0 and len(ranked) > 1:
-            slower = ranked[1:]
-            return slower[(self.passes // RECHECK) % len(slower)]
         if leaving_out is None:
             self.current = ranked[0]
-        return keeping if keeping in names else ranked[0]
+        if self.passes - self._rechecked >= RECHECK and len(ranked) > 1:
+            self._rechecked, self._rechecks = self.passes, self._rechecks + 1
+            slower = ranked[1:]
+            return slower[self._rechecks % len(slower)]
+        return ranked[0]
 
     def drop(self, name: str) -> None:
         """`name` can no longer run (its llama.cpp context failed): choose among the others."""

@@ -71,8 +71,8 @@ class Draft:
 
     def read(self, w: Weights, request) -> None:
         """Bring the draft up to all of the request's tokens but the last, as a guess would first:
-        the engine calls this before it times a speculative pass that follows llama.cpp's passes,
-        so that the pass is timed on its own tokens (a failure here is left to the guess)."""
+        the engine calls this before it times a request's first speculative pass, or one after other
+        decoders' passes, so that the pass is timed on its own tokens (a failure is left to the guess)."""
         if self.kind == "llama.cpp":
             gguf = self.llama.get(w)
             if gguf is not None and gguf.fits(request.tokens, 0):

@@ -75,6 +75,7 @@ class _Request:
         self.count = 0
         self.done = False
         self.decoder: str | None = None            # alone: the decoder it keeps, once the timings chose one
+        self.last_pass: str | None = None          # alone: the decoder of its last pass
 
     @property
     def last(self) -> int:
@@ -216,6 +217,8 @@ class Engine:
                     self._lone(active[0])
                 elif active:
                     self._step(active)
+                    for request in active:
+                        request.last_pass = None  # (batched: no draft followed it)
             except Exception as err:  # a fault of the scheduler's own: it ends these requests, not the thread
                 for request in active:
                     request.finish(err)
@@ -289,8 +292,11 @@ class Engine:
                 choice.drop(LLAMA_CPP)
             name = choice.choose(leaving_out=LLAMA_CPP)
             request.decoder = name if request.decoder is not None else None
-        if name != LLAMA_CPP and self._catch_up(w, request) and name == SPECULATIVE:
-            self.draft.read(w, request)  # (llama.cpp's passes left the draft behind too)
+        if name != LLAMA_CPP:
+            self._catch_up(w, request)
+        if name == SPECULATIVE and request.last_pass != SPECULATIVE:
+            self.draft.read(w, request)  # (the prompt, or what other passes emitted)
+        request.last_pass = name
         start, count = time.perf_counter(), request.count
         if name == LLAMA_CPP:
             self._llama_cpp(request)
@@ -320,14 +326,13 @@ class Engine:
             if request.done:
                 return
 
-    def _catch_up(self, w: Weights, request: _Request) -> bool:
+    def _catch_up(self, w: Weights, request: _Request) -> None:
         """Bring the request's KV cache up to all its tokens but the last, as a PyTorch pass expects:
-        llama.cpp passes (cpp_decoder.py) leave it behind. True where it was behind."""
+        llama.cpp passes (cpp_decoder.py) leave it behind."""
         cache = request.cache
         behind = request.tokens[cache.length:-1] if cache is not None else []
         if behind:
             self._forward(w, torch.tensor([behind], dtype=torch.long, device=w.device), [cache])
-        return bool(behind)
 
     def describe(self) -> str:
         """How lone greedy requests decode: "plain", "speculative", "llama.cpp" or what the timings
