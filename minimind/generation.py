@@ -187,21 +187,25 @@ def _token_source(model, tokenizer, prompt_ids: list[int], params: SamplingParam
 
 # ---------------------------------------------------------------- chat and plain text
 
-def fitted_defaults(model, tokenizer, conversation: Sequence[Mapping] | str, truncate: bool) -> SamplingParams:
-    """SamplingParams() with an answer length that fits the model (as the API fits a request that names
-    none): what the context leaves after the prompt, at most the default's 256 tokens, which is a
-    shipped model's whole context. Where old turns may be dropped (`truncate`), the answer keeps at
-    least a quarter of the context (or the 256) and the oldest turns make way for it."""
-    default = SamplingParams()
-    context = context_size(model)
-    floor = max(1, min(default.max_new_tokens, context // 4))
+def fitted(model, tokenizer, conversation: Sequence[Mapping] | str, truncate: bool,
+           params: SamplingParams | None = None) -> SamplingParams:
+    """`params` (default SamplingParams()) with an answer length that fits the model where it was left
+    at the default (as the API fits a request that names none): what the context leaves after the
+    prompt, at most the default's 256 tokens, which is a shipped model's whole context. Where old
+    turns may be dropped (`truncate`), the answer keeps at least a quarter of the context (or the
+    256) and the oldest turns make way for it. A length set to anything else is kept, and checked."""
+    params = params or SamplingParams()
+    wanted = params.max_new_tokens
+    if wanted != SamplingParams.max_new_tokens:
+        return params
+    floor = max(1, min(wanted, context_size(model) // 4))
     try:
-        room = answer_room(model, tokenizer, conversation, default.max_new_tokens)
+        room = answer_room(model, tokenizer, conversation, wanted)
     except SamplingError:
         if not truncate:  # the prompt alone is too long: said with its numbers
             raise
         room = floor
-    return default.replace(max_new_tokens=max(room, floor) if truncate else room)
+    return params.replace(max_new_tokens=max(room, floor) if truncate else room)
 
 
 def chat(model, tokenizer, messages: Sequence[Mapping], params: SamplingParams | None = None,
@@ -214,7 +218,7 @@ def chat(model, tokenizer, messages: Sequence[Mapping], params: SamplingParams |
 
     `engine`: the model's engine (default: `engine_for(model)`, the one every caller shares).
     """
-    params = params or fitted_defaults(model, tokenizer, messages, truncate)
+    params = fitted(model, tokenizer, messages, truncate, params)
     ids, dropped = chat_prompt(tokenizer, messages, context_size(model), params.max_new_tokens, truncate)
     generation = Generation(prompt_tokens=len(ids), dropped_turns=dropped)
     generation._pieces = _run(model, tokenizer, ids, params, True, generation, engine)
@@ -228,7 +232,7 @@ def complete(model, tokenizer, prompt: str, params: SamplingParams | None = None
     The prompt is read after an end-of-text token, as documents follow one another in
     pretraining, so an empty prompt starts a fresh document. `engine`: as for `chat`.
     """
-    params = params or fitted_defaults(model, tokenizer, prompt, truncate=False)
+    params = fitted(model, tokenizer, prompt, False, params)
     ids = completion_prompt(tokenizer, prompt, context_size(model), params.max_new_tokens)
     generation = Generation(prompt_tokens=len(ids))
     generation._pieces = _run(model, tokenizer, ids, params, False, generation, engine)

@@ -358,3 +358,11 @@ def test_the_defaults_fit_a_model_whose_context_is_the_default_answer_length(ran
     long.read()
     with pytest.raises(SamplingError, match="prompt is"):
         complete(random_model, tokenizer, "To be, or not to be " * 60)
+
+    # params that set other fields and leave the answer length at its default fit the same way
+    sampled = chat(random_model, tokenizer, messages, SamplingParams(temperature=0.8, seed=3))
+    sampled.read()
+    assert sampled.prompt_tokens + sampled.completion_tokens <= 256 and sampled.completion_tokens > 0
+    complete(random_model, tokenizer, "To be", SamplingParams(temperature=0.8, seed=3)).read()
+    with pytest.raises(SamplingError, match="max_new_tokens is 300"):  # a length asked for is checked
+        chat(random_model, tokenizer, messages, SamplingParams(max_new_tokens=300))
