@@ -27,6 +27,7 @@ from .sizing import pretrain_lr
 MODES = ("pretrain", "sft", "lora", "qlora", "dpo", "distill", "grpo")
 TASKS = ("generate", "classify")  # what the model does: write text (a causal LM) or label it (a classifier)
 CLASSIFY_MODES = ("sft", "lora", "qlora")  # task classify: every weight, or LoRA / QLoRA (+ the head) trains
+REWARD_AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")  # grpo.reward_aggregation
 CLASS_WEIGHTS = ("", "balanced")  # classify.class_weights by name: none, or every class alike (else {label: weight})
 ADAPTER_MODES = ("dpo", "distill", "grpo")  # modes that train every weight or, with `adapter`, LoRA / QLoRA
 MODE_KINDS = {"dpo": "preference", "grpo": "prompts"}  # modes that learn from one corpus kind only, and that kind
@@ -110,6 +111,8 @@ class GrpoSection:
     clip: float = 0.2                    # policy-ratio clipping epsilon
     updates: int = 2                     # optimisation passes over each batch of rollouts
     scale_rewards: bool = True           # divide advantages by the group's reward std (false: Dr. GRPO)
+    reward_aggregation: str = "sum_then_normalize"  # or normalize_then_sum: each reward relative to its group first
+                                         # (GDPO), so a weak or rarely varying reward still moves the policy
     eval_samples: int = 4                # rollouts written to samples.jsonl at each evaluation
 
 
@@ -369,6 +372,9 @@ class TrainConfig:
         need(0 < g.clip < 1, "grpo.clip must be in (0, 1)")
         need(1 <= g.updates <= 16, "grpo.updates must be 1..16")
         need(g.eval_samples >= 0, "grpo.eval_samples must be >= 0")
+        need(g.reward_aggregation in REWARD_AGGREGATIONS,
+             f"grpo.reward_aggregation must be one of {', '.join(REWARD_AGGREGATIONS)} (how several rewards make "
+             "one advantage: their weighted sum relative to the group, or each reward relative to the group first)")
         need(isinstance(self.processes, int) and 1 <= self.processes <= MAX_PROCESSES,
              f"processes must be a whole number 1..{MAX_PROCESSES} (got {self.processes!r})")
         check_report_to(self.report_to)  # names, and that their packages are installed, before any work

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from minimind.training.objectives.grpo import _seed, group_advantages, grpo_loss
+from minimind.training.objectives.grpo import _seed, decoupled_advantages, group_advantages, grpo_loss
 
 
 def test_advantages_are_relative_to_the_group():
@@ -16,6 +16,38 @@ def test_advantages_are_relative_to_the_group():
     assert torch.allclose(adv[0], torch.tensor([0.5, -0.5, -0.5, 0.5]) / (std + 1e-4))
     assert torch.equal(adv[1], torch.zeros(4))  # all alike: nothing to learn from this prompt
     assert torch.allclose(group_advantages(rewards, scale=False)[0], torch.tensor([0.5, -0.5, -0.5, 0.5]))
+
+
+def test_decoupled_advantages_normalise_each_reward_in_its_group_then_the_sums_over_the_batch():
+    """normalize_then_sum by hand: group 1 has form (1, 0, 0, 1) and title (0, 0, 0, 1), weights 1 and
+    0.5; group 2 varies in title alone. Each reward over its group's unbiased std, summed by weight,
+    then the 8 sums standardised together."""
+    rewards = torch.tensor([[[1.0, 0.0], [0.0, 0.0], [0.0, 0.0], [1.0, 1.0]],
+                            [[1.0, 1.0], [1.0, 0.0], [1.0, 0.0], [1.0, 0.0]]])
+    adv = decoupled_advantages(rewards, torch.tensor([1.0, 0.5]))  # group 2's form: std 0, eps keeps it 0
+    form = 0.5 / math.sqrt(1 / 3)          # (1, 0, 0, 1): ±0.5 over std sqrt(1/3)
+    title = 0.75 / 0.5                     # (0, 0, 0, 1): mean 0.25, std 0.5; the odd one is 1.5 std out
+    sums = [form - 0.5 * title / 3, -form - 0.5 * title / 3, -form - 0.5 * title / 3, form + 0.5 * title,
+            0.5 * title, -0.5 * title / 3, -0.5 * title / 3, -0.5 * title / 3]
+    std = math.sqrt(sum(x * x for x in sums) / 7)  # the sums have mean 0: each group's are centred
+    assert adv.tolist() == pytest.approx([x / std for x in sums], rel=1e-3)
+    assert adv.mean().item() == pytest.approx(0, abs=1e-6) and adv.std().item() == pytest.approx(1, rel=1e-3)
+
+
+def test_answers_that_meet_more_rewards_keep_a_larger_advantage_when_rewards_are_normalised_apart():
+    """GDPO's case: in one group an answer meets one of two rewards, in another an answer meets both,
+    against answers that meet none. Summed first, both groups standardise to the same advantages, so
+    meeting the second reward teaches nothing; normalised apart, it doubles the answer's advantage."""
+    one = torch.tensor([[[1.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]]])
+    both = torch.tensor([[[1.0, 1.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]]])
+    summed = group_advantages(torch.cat([one, both]).mean(-1))
+    assert torch.allclose(summed[0], summed[1], atol=1e-3)  # equal but for eps
+    apart = decoupled_advantages(torch.cat([one, both]), torch.tensor([1.0, 1.0])).view(2, 4)
+    assert apart[1, 0].item() == pytest.approx(2 * apart[0, 0].item(), rel=1e-3)
+    # a reward alike across the group adds nothing: the other reward alone decides
+    heavy = torch.tensor([1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0])
+    alike = decoupled_advantages(torch.stack([heavy, torch.ones(8)], -1)[None], torch.tensor([1.0, 5.0]))
+    assert torch.allclose(alike, decoupled_advantages(heavy[None, :, None], torch.tensor([1.0])), atol=1e-5)
 
 
 def test_first_pass_is_the_policy_gradient_averaged_per_answer():

@@ -54,13 +54,17 @@ def test_two_process_objective_run_matches_one_process(tmp_path, tokenizer, mode
     assert_same_losses(*one_and_two_processes(build, tmp_path), [1, 2, 3])
 
 
-def test_two_process_grpo_run_samples_and_learns_as_one_process(tmp_path, tokenizer):
+@pytest.mark.parametrize("aggregation", ["sum_then_normalize", "normalize_then_sum"])
+def test_two_process_grpo_run_samples_and_learns_as_one_process(tmp_path, tokenizer, aggregation):
     """GRPO under DDP: each process samples the answers of its share of the prompts, seeded by their
     place in the global batch, so two processes see the rollouts one process sees, and the
-    per-answer averaged loss gives the same gradient."""
+    per-answer averaged loss gives the same gradient. normalize_then_sum standardises over the
+    whole step's batch, every process's answers together."""
     base = save_base_model(tmp_path / "base", tokenizer)
     prompts = write_prompts(tmp_path)
-    build = lambda where, **kw: grpo_config(where, base, prompts, max_steps=3, grpo__beta=0.04, **kw)
+    rewards = [{"name": "contains", "text": "月"}, {"name": "no_repetition", "weight": 0.5}]
+    build = lambda where, **kw: grpo_config(where, base, prompts, max_steps=3, grpo__beta=0.04,
+                                            grpo__rewards=rewards, grpo__reward_aggregation=aggregation, **kw)
     one, two = map(train_lines, one_and_two_processes(build, tmp_path))
     assert [r["step"] for r in one] == [r["step"] for r in two] == [1, 2, 3]
     for a, b in zip(one, two):

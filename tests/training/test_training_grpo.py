@@ -113,3 +113,5 @@ def test_grpo_needs_prompts_and_rewards_and_prompts_need_grpo(tmp_path, tokenize
         grpo_config(tmp_path, base, prompts, distributed="fsdp").validate()
     with pytest.raises(ConfigError, match="grpo.group_size must be 2..256"):
         grpo_config(tmp_path, base, prompts, grpo__group_size=1).validate()
+    with pytest.raises(ConfigError, match="grpo.reward_aggregation must be one of sum_then_normalize, normalize_then_sum"):
+        grpo_config(tmp_path, base, prompts, grpo__reward_aggregation="mean").validate()

@@ -51,6 +51,8 @@ def build_objective(cfg, model, tokenizer, device: str, precision, corpus, log, 
         rewards = build_rewards(g.rewards)
         log(f"objective: GRPO, {g.group_size} answers per prompt, rewards "
             + ", ".join(f"{r.name} x{r.weight:g}" for r in rewards)
+            + (" (each relative to its group, then summed: normalize_then_sum)"
+               if g.reward_aggregation == "normalize_then_sum" else "")
             + f"; clip {g.clip:g}, {g.updates} update(s) per batch of rollouts"
             + (f", KL penalty {g.beta:g} to the starting model" if g.beta else ", no KL penalty"))
         return Grpo.for_model(model, cfg, tokenizer, precision, rewards, rank, world)

@@ -3,7 +3,11 @@
 Each step the policy writes `group_size` answers to every prompt of the batch (sampled
 through the inference engine, rollouts.py), the configured rewards score them
 (training/rewards/, built-in functions only), and each answer's advantage is its reward
-relative to the other answers to the same prompt: (r - group mean) / group std. The
+relative to the other answers to the same prompt: (r - group mean) / group std. With several
+rewards that r is their weighted mean, unless `reward_aggregation: normalize_then_sum` (GDPO, Liu et
+al., 2026): then each reward is made relative to its group first, the results are summed by weight,
+and the sums are standardised over the step's batch. A reward that varies within few groups, or
+little beside a larger one, then still moves the policy. The
 loss is PPO's clipped policy-ratio objective per answer token, with an optional KL
 penalty to the starting model (k3 estimator: exp(q - p) - (q - p) - 1, with q the
 reference's and p the policy's log-probability), averaged over each answer's tokens, then
@@ -22,6 +26,7 @@ from __future__ import annotations
 import copy
 
 import torch
+import torch.distributed as dist
 
 from ...evaluate import token_logprobs
 from ..batches import IGNORE
@@ -39,6 +44,22 @@ def group_advantages(rewards: torch.Tensor, scale: bool = True, eps: float = 1e-
     if not scale:
         return centred
     return centred / (rewards.std(dim=1, keepdim=True) + eps)
+
+
+def decoupled_advantages(rewards: torch.Tensor, weights: torch.Tensor, eps: float = 1e-4,
+                          world: int = 1) -> torch.Tensor:
+    """GDPO's advantages of a (prompts, group, rewards) matrix: each reward minus its group's mean over
+    its group's (unbiased) std, summed with `weights`, then standardised over the whole step's batch
+    (every process's rows when `world` > 1). A reward alike across a group adds nothing to it."""
+    centred = rewards - rewards.mean(dim=1, keepdim=True)
+    summed = (centred / (rewards.std(dim=1, keepdim=True) + eps) * weights).sum(-1).view(-1)
+    moments = torch.stack([torch.tensor(float(summed.numel())), summed.sum(), (summed * summed).sum()]).double()
+    if world > 1:
+        dist.all_reduce(moments)
+    n, total, squares = moments.tolist()
+    mean = total / n
+    std = max(0.0, (squares - n * mean * mean) / (n - 1)) ** 0.5 if n > 1 else 0.0
+    return (summed - mean) / (std + eps)
 
 
 def grpo_loss(logps: torch.Tensor, old_logps: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
@@ -112,7 +133,12 @@ class Grpo:
                                     self.g.top_p)
         scores = score_answers(self.rewards, [self.policy.text(a) for a in rolled.answers], texts, records)
         totals = torch.tensor([s["reward"] for s in scores], dtype=torch.float32).view(-1, G)
-        advantages = group_advantages(totals, self.g.scale_rewards).view(-1)
+        if self.g.reward_aggregation == "normalize_then_sum":
+            each = torch.tensor([[s[r.name] for r in self.rewards] for s in scores], dtype=torch.float32)
+            advantages = decoupled_advantages(each.view(-1, G, len(self.rewards)),
+                                              torch.tensor([r.weight for r in self.rewards]), world=self.world)
+        else:
+            advantages = group_advantages(totals, self.g.scale_rewards).view(-1)
         batches, start = [], 0
         for batch in micro:
             rows = len(batch["prompt_ids"]) * G
