@@ -23,9 +23,9 @@ starts from it and measures a second round. The first-round figures in RESULTS.m
 at 3576431, whose MiniMind-Tang is the chat model before GRPO (in git history:
 `git show 3576431:checkpoints/minimind-tang/model.safetensors`).
 
-`--compare-models BEFORE,AFTER` measures two saved models with the same code and trains nothing:
-what a recipe's GRPO stage did (scripts/train_tang.sh: its chat fine-tune, then the model it
-ships), e.g. `python -m benchmarks.grpo --compare-models work/tang/sft/checkpoints/step-1164,checkpoints/minimind-tang`.
+`--compare-models BEFORE,AFTER[,AFTER...]` measures saved models with the same code and trains
+nothing: what a recipe's GRPO stage did (scripts/train_tang.sh: its chat fine-tune, then the model it
+ships), or several GRPO runs from one start, e.g. `python -m benchmarks.grpo --compare-models work/tang/sft/checkpoints/step-1164,checkpoints/minimind-tang`.
 
 - rollout speed: 8 held-out prompts x 8 answers sampled as GRPO samples them (temperature 1,
   no top-k/top-p, up to 96 tokens), by the batched engine (RolloutPolicy.sample) and by
@@ -203,21 +203,23 @@ def reward_curve(run_dir: Path, points: int = 6) -> str:
                      for r in picks)
 
 
-def compare(before: Path, after: Path, tiny: bool = False) -> dict:
-    """The same figures for two saved models, with no training: a recipe's model before its GRPO
-    stage and after it (scripts/train_tang.sh's chat fine-tune and the model it ships), beside
-    real poems. Each model answers with its own tokenizer and the shipped sampling defaults."""
+def compare(before: Path, *afters: Path, tiny: bool = False) -> dict:
+    """The same figures for saved models, with no training: a recipe's model before its GRPO stage
+    and after it (scripts/train_tang.sh's chat fine-tune and the model it ships), or one start and
+    several GRPO runs from it (settings compared), beside real poems. Each model answers with its
+    own tokenizer and the shipped sampling defaults. The summary compares the start with the last."""
     import torch
 
     from minimind.checkpoint import load_model, load_tokenizer_for
 
     prompts = held_out_prompts(12 if tiny else None)
     real = real_poems()
+    labels = ["before GRPO"] + (["after GRPO"] if len(afters) == 1 else [f"after GRPO, {i + 1}" for i in range(len(afters))])
     rows = [measure(load_model(path, merge=True), load_tokenizer_for(path), prompts, f"{label} ({path})", {})
-            for label, path in (("before GRPO", before), ("after GRPO", after))]
+            for label, path in zip(labels, (before, *afters))]
     rows.insert(1, {"model": f"real regulated poems ({real['source']})", "answers": real["poems"],
                     "form + rhyme share": real["rhyme share"], **{k: real[k] for k in VARIETY}})
-    first, last = rows[0], rows[2]
+    first, last = rows[0], rows[-1]
     summary = {"requested form share before": first["requested form share"],
                "requested form share after": last["requested form share"],
                "form + rhyme share before": first["form + rhyme share"],
@@ -241,9 +243,10 @@ def run(quick: bool = False, tiny: bool = False, minutes: float | None = None, a
 
     if compare_models:
         paths = [Path(p.strip()) for p in compare_models.split(",")]
-        if len(paths) != 2 or not all(p.is_dir() for p in paths):
-            raise SystemExit(f"--compare-models takes two saved model folders, BEFORE,AFTER: got {compare_models!r}")
-        return compare(*paths, tiny)
+        if len(paths) < 2 or not all(p.is_dir() for p in paths):
+            raise SystemExit(f"--compare-models takes two or more saved model folders, BEFORE,AFTER[,AFTER...]: "
+                             f"got {compare_models!r}")
+        return compare(*paths, tiny=tiny)
     seconds = 60.0 * (minutes or (0.3 if tiny else 3.0 if quick else MINUTES))
     tokenizer = load_tokenizer_for(START)
     prompts = held_out_prompts(12 if tiny else None)
@@ -291,9 +294,9 @@ def main() -> None:
     from benchmarks._harness import fine_tune_main
 
     fine_tune_main(run, __doc__, "budget of each GRPO run (default 15; 3 with --quick)", "full",
-                   {"compare-models": {"metavar": "BEFORE,AFTER",
-                                       "help": "measure two saved models (a recipe's GRPO stage: its start and "
-                                               "its result) instead of training"}})
+                   {"compare-models": {"metavar": "BEFORE,AFTER[,AFTER...]",
+                                       "help": "measure saved models (a recipe's GRPO stage: its start and its "
+                                               "result; or one start and several runs from it) instead of training"}})
 
 
 if __name__ == "__main__":

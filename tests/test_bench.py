@@ -172,19 +172,21 @@ def test_each_leg_of_ours_gets_an_empty_compile_cache(tmp_path, monkeypatch):
     assert quality.compile_cache("shakespeare", "x") != folder
 
 
-def test_grpo_compares_two_saved_models_with_the_same_code_and_trains_nothing(monkeypatch):
-    """`python -m benchmarks.grpo --compare-models BEFORE,AFTER` (a recipe's GRPO stage, measured after
-    the fact): the same model twice gives the same figures, seeded answers included, beside real poems."""
+def test_grpo_compares_saved_models_with_the_same_code_and_trains_nothing(monkeypatch):
+    """`python -m benchmarks.grpo --compare-models BEFORE,AFTER[,AFTER...]` (a recipe's GRPO stage, or
+    runs from one start, measured after the fact): the same model each time gives the same figures,
+    seeded answers included, beside real poems."""
     from benchmarks import grpo
 
     def no_training(*args, **kwargs):
         raise AssertionError("compare trains nothing")
 
     monkeypatch.setattr(grpo, "train_grpo", no_training)
-    shipped = str(grpo.START)
-    result = grpo.run(tiny=True, compare_models=f"{shipped}, {shipped}")
+    shipped, afters = str(grpo.START), ["after GRPO, 1", "after GRPO, 2"]
+    result = grpo.run(tiny=True, compare_models=", ".join([shipped] * 3))
     summary, rows = result["summary"], result["rows"]
-    assert [r["model"].split(" (")[0] for r in rows] == ["before GRPO", "real regulated poems", "after GRPO"]
+    assert [r["model"].split(" (")[0] for r in rows] == ["before GRPO", "real regulated poems", *afters]
+    assert rows[2]["form + rhyme share"] == rows[-1]["form + rhyme share"]
     assert summary["poem BPC after / before"] == 1.0 and summary["held-out prompts"] == 12
     for figure in ("requested form share", "form + rhyme share", *grpo.VARIETY):
         assert summary[f"{figure} before"] == summary[f"{figure} after"], figure
