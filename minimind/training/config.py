@@ -112,7 +112,7 @@ class GrpoSection:
     updates: int = 2                     # optimisation passes over each batch of rollouts
     scale_rewards: bool = True           # divide advantages by the group's reward std (false: Dr. GRPO)
     reward_aggregation: str = "sum_then_normalize"  # or normalize_then_sum: each reward relative to its group first
-                                         # (GDPO), so a weak or rarely varying reward still moves the policy
+                                         # (GDPO); on the Tang rewards no better in 250 steps (benchmarks/NOTES.md)
     eval_samples: int = 4                # rollouts written to samples.jsonl at each evaluation
 
 
