@@ -39,7 +39,10 @@ def init(device: str) -> tuple[DistInfo, str]:
         torch.cuda.set_device(info.local_rank)
         device = f"cuda:{info.local_rank}"
     if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
+        # on GPUs NCCL reduces the CUDA tensors and gloo the CPU ones: the loop's per-step figures (means(),
+        # GRPO's advantage moments) are CPU tensors, which NCCL alone refuses ("No backend type associated
+        # with device type cpu")
+        dist.init_process_group(backend="cpu:gloo,cuda:nccl" if device.startswith("cuda") else "gloo")
     return info, device
 
 
