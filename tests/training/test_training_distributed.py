@@ -1,6 +1,7 @@
 """torchrun: 2 CPU processes (gloo) see the same global batch as one process with a 2x batch."""
 
 import pytest
+import torch
 from builders import write_preference_corpus, write_prompts, write_songci
 from safetensors.torch import load_file
 from training_helpers import (
@@ -17,7 +18,7 @@ from training_helpers import (
     write_text_corpus,
 )
 
-from minimind.training import RunDir, TrainConfig
+from minimind.training import RunDir, TrainConfig, distributed
 
 
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
@@ -98,3 +99,20 @@ def test_lora_with_an_extended_vocabulary_under_fsdp_saves_resumes_and_matches_o
     resumed = losses(run.path)
     for step in (3, 4):
         assert abs(resumed[step] - two[step]) < 1e-5, (step, resumed[step], two[step])
+
+
+def test_a_gpu_run_reduces_cpu_figures_with_gloo_beside_nccl(monkeypatch):
+    """Under torchrun on GPUs the loop all-reduces CPU tensors every step (its means, GRPO's advantage
+    moments), which NCCL alone refuses: the process group pairs gloo for the CPU with NCCL for CUDA.
+    (A CPU build of PyTorch has no NCCL, so the call itself is caught here; no GPU has run it.)"""
+    devices, backends = [], []
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setattr(torch.cuda, "set_device", devices.append)
+    monkeypatch.setattr(distributed.dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(distributed.dist, "init_process_group", lambda backend: backends.append(backend))
+    info, device = distributed.init("cuda")
+    assert (info.rank, info.world, device) == (1, 2, "cuda:1") and devices == [1]
+    assert distributed.init("cpu")[1] == "cpu"
+    assert backends == ["cpu:gloo,cuda:nccl", "gloo"]
