@@ -51,8 +51,7 @@ def decoupled_advantages(rewards: torch.Tensor, weights: torch.Tensor, eps: floa
     """GDPO's advantages of a (prompts, group, rewards) matrix: each reward minus its group's mean over
     its group's (unbiased) std, summed with `weights`, then standardised over the whole step's batch
     (every process's rows when `world` > 1). A reward alike across a group adds nothing to it."""
-    centred = rewards - rewards.mean(dim=1, keepdim=True)
-    summed = (centred / (rewards.std(dim=1, keepdim=True) + eps) * weights).sum(-1).view(-1)
+    summed = (group_advantages(rewards, eps=eps) * weights).sum(-1).view(-1)  # (dim 1 is the group here too)
     moments = torch.stack([torch.tensor(float(summed.numel())), summed.sum(), (summed * summed).sum()]).double()
     if world > 1:
         dist.all_reduce(moments)
