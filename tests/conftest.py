@@ -7,6 +7,13 @@ os.environ.setdefault("HF_UPDATE_DOWNLOAD_COUNTS", "0")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Two test processes share the two cores: one thread each, in them and in every process they start
+    # (a trainer the page launches, a server, a benchmark's child), which take PyTorch's default. With
+    # two threads beside the other test process, each op waited for a descheduled thread: a 1-minute
+    # LoRA's steps took 3.3-5 s against 0.12 s alone, and it made 7 steps.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import pytest
 import torch
 from helpers import SAMPLE_TEXTS, tiny_config
@@ -14,7 +21,6 @@ from helpers import SAMPLE_TEXTS, tiny_config
 import minimind
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    # two test processes share the two cores: one thread each, or every op waits on the other's workers
     torch.set_num_threads(1)
 
 
