@@ -1,6 +1,7 @@
 """The architecture lab in headless Chromium (issue 17, item 3): a new model with a non-default
 position encoding (ALiBi) is created from the new-model form and trained a few steps on the
-shipped Shakespeare sample, a new LSTM + attention beside it; both are picked in Compare runs,
+shipped Shakespeare sample, a new LSTM + attention beside it (after its Start the progress bar
+never shows the first run's "finished"); both are picked in Compare runs,
 which draws four lines (each run's train and validation loss) and a table naming each run's
 architecture; then both answer side by side on the Chat tab. Screenshots go to test-artifacts/."""
 
@@ -37,6 +38,10 @@ def _train(studio_page, ws: Workspace, architecture: str) -> str:
     studio_page.start_run()
     run_input = page.locator("#train-run input")
     expect(run_input).not_to_have_value(before or "-")  # the new run is the one shown
+    if before:  # ... at once: the bar never shows the previous run's "finished" (a refresh in flight)
+        for _ in range(30):
+            assert "finished" not in page.locator("#train-progress").inner_text()
+            page.wait_for_timeout(100)
     run_id = run_input.input_value()
     run = RunDir(ws.runs / run_id)
     wait_for(lambda: run.read_status().get("state") in ("finished", "failed"), timeout=300, what=f"{run_id}")

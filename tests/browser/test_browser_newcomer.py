@@ -60,9 +60,15 @@ def test_a_newcomer_fine_tunes_on_song_ci_chats_and_exports(studio_page):
     legend = page.locator("#loss-plot .role-legend").first
     expect(legend).to_contain_text("train", timeout=300_000)  # both lines from the first live draw
     expect(legend).to_contain_text("validation")
+    expect(legend).to_contain_text("loss on")
     expect(legend).not_to_contain_text("series")
     expect(page.locator("#train-log textarea")).to_have_value(re.compile(r"eval step"), timeout=300_000)
-    expect(page.locator("#loss-plot .role-legend-symbol path")).to_have_count(2)
+    symbols = page.locator("#loss-plot .role-legend-symbol path")
+    expect(symbols).to_have_count(2)  # a coloured symbol for each line: both are drawn
+    strokes = symbols.evaluate_all("els => els.map(e => e.getAttribute('stroke'))")
+    assert len(set(strokes)) == 2 and None not in strokes, strokes
+    legend_box, plot_box = legend.bounding_box(), page.locator("#loss-plot").bounding_box()
+    assert legend_box["y"] + legend_box["height"] <= plot_box["y"] + plot_box["height"]  # not clipped
     expect(page.locator("#train-progress")).to_contain_text("finished", timeout=300_000)
     run_id = page.locator("#train-run input").input_value()
     run = Workspace(studio_page.workspace).runs / run_id
