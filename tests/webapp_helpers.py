@@ -81,7 +81,9 @@ class LiveServer:
         return self
 
     def __exit__(self, *exc):
-        self.server.should_exit = True
+        # close now: a client's open stream (a queue's event stream) otherwise holds a graceful
+        # shutdown until the join's 10 s run out
+        self.server.should_exit = self.server.force_exit = True
         self.thread.join(timeout=10)
 
 
