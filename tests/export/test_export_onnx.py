@@ -43,6 +43,14 @@ def _graph(tmp_path, encoding: str = "rope", **overrides):
     return model, OnnxCausalLM(tmp_path)
 
 
+@pytest.fixture(scope="module")
+def rope_graph(tmp_path_factory):
+    """(model, runner, folder) of the default (RoPE) tiny model traced once for the tests that only
+    read it: a trace takes 7-10 s."""
+    folder = tmp_path_factory.mktemp("rope-graph")
+    return (*_graph(folder), folder)
+
+
 @torch.no_grad()
 def _torch_greedy(model, prompt, n):
     ids = list(prompt)
@@ -51,10 +59,10 @@ def _torch_greedy(model, prompt, n):
     return ids[len(prompt):]
 
 
-def test_graph_inputs_and_outputs_are_the_decoder_with_past_layout(tmp_path):
-    model, runner = _graph(tmp_path)
+def test_graph_inputs_and_outputs_are_the_decoder_with_past_layout(rope_graph):
+    model, runner, folder = rope_graph
     config = model.config
-    graph = onnx.load(str(tmp_path / "model.onnx"), load_external_data=False)
+    graph = onnx.load(str(folder / "model.onnx"), load_external_data=False)
     inputs, outputs = io_names(config)
     assert [i.name for i in graph.graph.input] == inputs
     assert [o.name for o in graph.graph.output] == outputs
@@ -83,14 +91,14 @@ def test_graph_inputs_and_outputs_are_the_decoder_with_past_layout(tmp_path):
 
 
 @pytest.mark.parametrize("encoding", ["rope", "alibi", "sinusoidal", "learned"])
-def test_greedy_through_the_kv_cache_equals_pytorch(tmp_path, encoding):
-    model, runner = _graph(tmp_path, encoding)
+def test_greedy_through_the_kv_cache_equals_pytorch(tmp_path, encoding, rope_graph):
+    model, runner = rope_graph[:2] if encoding == "rope" else _graph(tmp_path, encoding)
     prompt = [2, 17, 40, 99, 7, 300, 12]
     assert runner.generate_greedy(prompt, 32) == _torch_greedy(model, prompt, 32)
 
 
-def test_logits_match_pytorch_on_a_padded_batch(tmp_path):
-    model, runner = _graph(tmp_path)
+def test_logits_match_pytorch_on_a_padded_batch(rope_graph):
+    model, runner, _ = rope_graph
     ids = torch.randint(5, 512, (2, 40), generator=torch.Generator().manual_seed(7))
     mask = torch.ones_like(ids)
     mask[1, :6] = 0
@@ -162,10 +170,10 @@ def test_missing_packages_name_the_install_command(model_dir, tmp_path, monkeypa
     assert not [f for f in parse_formats("all", str(model_dir), None) if f.startswith("onnx")]
 
 
-def test_a_graph_over_the_single_file_limit_keeps_its_weights_in_model_onnx_data(tmp_path):
-    model, _ = _graph(tmp_path / "traced")
+def test_a_graph_over_the_single_file_limit_keeps_its_weights_in_model_onnx_data(tmp_path, rope_graph):
+    model, _, traced = rope_graph
     folder = tmp_path / "split"
-    assert save_graph(tmp_path / "traced" / "model.onnx", folder / GRAPH, limit=0)
+    assert save_graph(traced / "model.onnx", folder / GRAPH, limit=0)
     assert sorted(p.name for p in (folder / "onnx").iterdir()) == ["model.onnx", EXTERNAL_DATA]
     graph = onnx.load(str(folder / GRAPH), load_external_data=False)
     locations = {e.value for t in graph.graph.initializer for e in t.external_data if e.key == "location"}
@@ -173,7 +181,7 @@ def test_a_graph_over_the_single_file_limit_keeps_its_weights_in_model_onnx_data
     model.config.save_pretrained(folder)
     prompt = [2, 17, 40, 99, 7, 300, 12]
     assert OnnxCausalLM(folder).generate_greedy(prompt, 16) == _torch_greedy(model, prompt, 16)
-    assert not save_graph(tmp_path / "traced" / "model.onnx", tmp_path / "whole" / GRAPH)  # under the limit
+    assert not save_graph(traced / "model.onnx", tmp_path / "whole" / GRAPH)  # under the limit
 
 
 def test_the_runner_finds_each_layout_and_names_what_it_looked_for(tmp_path):
