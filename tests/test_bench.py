@@ -4,6 +4,8 @@ suite cannot rot; a benchmark that fails becomes a row of the report, not a cras
 import json
 from pathlib import Path
 
+import pytest
+
 from minimind.cli import main
 
 
@@ -108,13 +110,19 @@ def test_startup_seconds_is_the_time_before_the_first_log_beyond_its_steps():
     assert startup_seconds([{"step": 10, "elapsed_s": 45.0}]) == 0.0
 
 
-def test_quality_side_by_side_trains_ours_and_the_reference_at_once_on_their_own_cores(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def quality_cache(tmp_path_factory):
+    """One quality-benchmark cache for the runs below: the second reuses the Shakespeare split, the
+    trained tokenizer and the tokenized data, as a second run on a machine does (each leg's run folder,
+    result and compile cache are made afresh either way)."""
+    return tmp_path_factory.mktemp("quality")
+
+
+def test_quality_side_by_side_trains_ours_and_the_reference_at_once_on_their_own_cores(quality_cache, monkeypatch):
     """The quality benchmark's side-by-side mode, for real at a 4-second budget: two child processes,
     each pinned to its own core with one thread, scored by the same evaluation; the section says
     its threads are each side's."""
     import os
-
-    import pytest
 
     from benchmarks import quality
     from helpers import shared_corpus
@@ -122,8 +130,8 @@ def test_quality_side_by_side_trains_ours_and_the_reference_at_once_on_their_own
     shared_corpus("shakespeare.txt")
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("side by side needs 2 cores")
-    monkeypatch.setenv("QUALITY_CACHE", str(tmp_path))
-    monkeypatch.setattr(quality, "CACHE", tmp_path)
+    monkeypatch.setenv("QUALITY_CACHE", str(quality_cache))
+    monkeypatch.setattr(quality, "CACHE", quality_cache)
     result = quality.run(budget=4, corpora=("shakespeare",), overrides=["compile=off", "model.preset=pico"],
                          together=True)
     ours, ref = result["rows"]
@@ -135,13 +143,13 @@ def test_quality_side_by_side_trains_ours_and_the_reference_at_once_on_their_own
     assert summary["shakespeare BPC per paragraph ours / reference (0.0666667 min)"] == (
         ours["BPC per paragraph"] / ref["BPC per paragraph"])  # the old protocol, beside running text
     assert result["threads"].startswith("1 each") and "side by side" in result["threads"]
-    assert (tmp_path / "compile-cache" / "shakespeare-default").is_dir()  # ours' own compile cache
+    assert (quality_cache / "compile-cache" / "shakespeare-default").is_dir()  # ours' own compile cache
     with pytest.raises(RuntimeError, match="2 cores"):  # on one core there is no side by side
         monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
         quality.side_by_side("shakespeare", 4, [], "x")
 
 
-def test_quality_one_after_the_other_trains_ours_in_a_child_with_this_processs_threads(tmp_path, monkeypatch):
+def test_quality_one_after_the_other_trains_ours_in_a_child_with_this_processs_threads(quality_cache, monkeypatch):
     """Without side by side, ours still trains in a child process (an empty compile cache of its
     own, as in side by side), with the threads of the process that runs the benchmark."""
     import torch
@@ -150,8 +158,8 @@ def test_quality_one_after_the_other_trains_ours_in_a_child_with_this_processs_t
     from helpers import shared_corpus
 
     shared_corpus("shakespeare.txt")
-    monkeypatch.setenv("QUALITY_CACHE", str(tmp_path))
-    monkeypatch.setattr(quality, "CACHE", tmp_path)
+    monkeypatch.setenv("QUALITY_CACHE", str(quality_cache))
+    monkeypatch.setattr(quality, "CACHE", quality_cache)
     threads = torch.get_num_threads()
     result = quality.run(budget=4, corpora=("shakespeare",), overrides=["compile=off", "model.preset=pico"],
                          reference=False, together=False)
