@@ -11,6 +11,7 @@ from webapp_helpers import make_shipped, pick
 pytestmark = pytest.mark.browser
 
 
+@pytest.mark.slow  # the newcomer's walk (upload, LoRA, chat, export) and the import walk (GGUF downloaded) run by default
 def test_new_user_trains_chats_and_exports_in_the_browser(tmp_path, studio_page):
     from playwright.sync_api import expect
 

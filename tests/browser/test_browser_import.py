@@ -1,6 +1,6 @@
 """Bring your own model, in headless Chromium: a tiny Llama folder (transformers' own class, a tokenizer
 trained on the spot) is imported from the Train tab's "Start from" list, LoRA-trains for a few steps,
-answers in the Chat tab and exports to a verified GGUF from the Export tab."""
+answers in the Chat tab and exports to a verified GGUF from the Export tab, which the browser downloads."""
 
 import re
 
@@ -21,7 +21,7 @@ def test_import_a_local_llama_lora_train_chat_and_export_gguf(studio_page, tmp_p
     ws = Workspace(studio_page.workspace)
     ws.save_corpus("chats", [ROOT / "samples" / "tang_chat_sample.jsonl"], {"kind": "auto"},
                    {"kind": "chat", "documents": 314})
-    page = studio_page(shipped_dir=tmp_path / "no-shipped-models")
+    page = studio_page(shipped_dir=tmp_path / "no-shipped-models", accept_downloads=True)
     page.get_by_role("tab", name="Train").click()
     expect(page.locator("#train-import")).to_be_hidden()
     pick(page, "Start from", "a Hugging Face model: id or folder…")
@@ -60,5 +60,11 @@ def test_import_a_local_llama_lora_train_chat_and_export_gguf(studio_page, tmp_p
     formats.get_by_label("gguf-q8_0", exact=True).check()
     page.locator("#export-btn").click()
     expect(page.locator("#export-table")).to_contain_text("verified", timeout=180_000)
-    expect(page.locator("#export-files a").first).to_have_attribute("href", re.compile(r"q8_0\.gguf$"))
+    link = page.locator("#export-files a").first
+    expect(link).to_have_attribute("href", re.compile(r"q8_0\.gguf$"))
+    with page.expect_download() as info:  # the link gives the GGUF file itself
+        link.click()
+    saved = tmp_path / info.value.suggested_filename
+    info.value.save_as(saved)
+    assert saved.suffix == ".gguf" and saved.stat().st_size > 1000 and saved.read_bytes()[:4] == b"GGUF"
     studio_page.screenshot("export-imported")
