@@ -236,6 +236,15 @@ def pick(page, label: str, option: str) -> None:
     page.get_by_role("option", name=option).first.click()
 
 
+def download(page, link, folder: Path) -> Path:
+    """Click a download link on `page` (opened with accept_downloads=True); the file saved in `folder`."""
+    with page.expect_download() as info:
+        link.click()
+    saved = folder / info.value.suggested_filename
+    info.value.save_as(saved)
+    return saved
+
+
 def table_headers(page, elem_id: str) -> list[str]:
     """The non-empty column headers of the Gradio table with elem_id `elem_id`."""
     return [h.strip() for h in page.locator(f"#{elem_id} thead th").all_inner_texts() if h.strip()]

@@ -6,7 +6,7 @@ import re
 
 import pytest
 from helpers import ROOT
-from webapp_helpers import make_shipped, pick
+from webapp_helpers import download, make_shipped, pick
 
 pytestmark = pytest.mark.browser
 
@@ -65,12 +65,7 @@ def test_new_user_trains_chats_and_exports_in_the_browser(tmp_path, studio_page)
     page.locator("#export-btn").click()
     expect(page.locator("#export-table")).to_contain_text("verified", timeout=600_000)
     expect(page.locator("#export-files")).to_contain_text(".gguf")
-    link = page.locator("#export-files a").first
-    with page.expect_download() as info:
-        link.click()
-    download = info.value
-    saved = tmp_path / download.suggested_filename
-    download.save_as(saved)
+    saved = download(page, page.locator("#export-files a").first, tmp_path)
     assert saved.suffix == ".gguf" and saved.stat().st_size > 1000
     assert saved.read_bytes()[:4] == b"GGUF"
     studio_page.screenshot("tab-export")

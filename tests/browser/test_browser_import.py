@@ -7,7 +7,7 @@ import re
 import pytest
 from helpers import ROOT
 from hub_models import build_family_model
-from webapp_helpers import pick
+from webapp_helpers import download, pick
 
 from webapp.workspace import Workspace
 
@@ -62,9 +62,6 @@ def test_import_a_local_llama_lora_train_chat_and_export_gguf(studio_page, tmp_p
     expect(page.locator("#export-table")).to_contain_text("verified", timeout=180_000)
     link = page.locator("#export-files a").first
     expect(link).to_have_attribute("href", re.compile(r"q8_0\.gguf$"))
-    with page.expect_download() as info:  # the link gives the GGUF file itself
-        link.click()
-    saved = tmp_path / info.value.suggested_filename
-    info.value.save_as(saved)
+    saved = download(page, link, tmp_path)  # the link gives the GGUF file itself
     assert saved.suffix == ".gguf" and saved.stat().st_size > 1000 and saved.read_bytes()[:4] == b"GGUF"
     studio_page.screenshot("export-imported")
