@@ -166,7 +166,7 @@ class TrainConfig:
     grad_accum: int = 1                  # micro-batches per optimizer step
     precision: str = "auto"              # auto | bf16 | fp16 | fp32
     device: str = "auto"                 # auto | cpu | cuda | mps
-    threads: int = 0                     # CPU threads of this run (0: PyTorch's default); pinned for reproducible step times
+    threads: int = 0                     # CPU threads of this run (0: PyTorch's default, fewer while others keep cores busy); pinned for reproducible step times
     grad_checkpointing: bool = False     # recompute activations in backward (less memory)
     compile: str = "auto"                # torch.compile the decoder layers: on | off | auto (runs of >= 300 steps)
     eval_every: int = 0                  # steps between evaluations (0: up to 10 per run, ~5% of its time)

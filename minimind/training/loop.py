@@ -43,6 +43,7 @@ from .compiling import (
     wants_compile,
 )
 from .config import TrainConfig
+from .core_share import CoreShare
 from .events import RunEvent
 from .modes import count_parameters, trainable_parameters
 from .perf import flops_per_token, matmul_peak_flops
@@ -357,6 +358,9 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
     # a second one is timed
     recent_steps = collections.deque(maxlen=SLICE_STEP_WINDOW)
     first_step_s = None
+    # a CPU run on the threads PyTorch chose gives a core up while another process keeps it busy (core_share.py)
+    cores = CoreShare.start(torch.get_num_threads()) if (
+        device == "cpu" and not cfg.threads and info.world == 1 and slice_s is None) else None
     model.train()
     stopped = False
 
@@ -400,6 +404,8 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         now = time.perf_counter()
         elapsed = now - run_start
         state["elapsed_s"] = elapsed
+        if cores is not None and trial is None and (news := cores.after_step(now - step_start)):
+            log(news)
         if first_step_s is None:
             first_step_s = now - step_start
         else:
