@@ -4,9 +4,9 @@ while a run trains.
 The run is the one the page launches, a `python -m minimind train` child process: LoRA on the shipped
 MiniMind-Tang, the shipped Tang poem sample, batch 4 x 64 tokens. The chat is this process decoding
 through `generation.chat` (the engine the page and the API use) with the shipped MiniMind-Tang, one
-answer after another, on this process's threads. Legs, same data and settings, each measured over the
-same window once the run has begun its steps (its tokens and seconds read from its status at the
-window's start and end; the run is then stopped):
+greedy answer of up to 64 tokens after another, on this process's threads. Legs, same data and
+settings, each measured over the same window once the run has begun its steps (its tokens and
+seconds read from its status at the window's start and end; the run is then stopped):
 
 - the run alone, and the chat alone;
 - the two together, the run on `threads: 0` (ours: it gives a core up while another process keeps
@@ -14,8 +14,9 @@ window's start and end; the run is then stopped):
 - the two together, the run pinned to the same number of threads (`threads: N`, the behaviour
   before: the reference).
 
-The together legs alternate (ours, pinned, ours, pinned in the full run). Reported: tokens/s of the
-run and of the chat in each leg, and the ratios ours / pinned. On a machine with many more cores than
+The together legs alternate (ours, pinned, three times in the full run). Reported: tokens/s of the
+run and of the chat in each leg, the threads the run chose (its log's decisions), and the ratios of
+the medians, ours / pinned. On a machine with many more cores than
 the two processes keep busy, both legs should match.
 """
 
@@ -74,14 +75,14 @@ def _wait_for_steps(folder: Path, proc: subprocess.Popen, steps: int = 5, timeou
 
 
 def _chat_for(seconds: float, model, tokenizer) -> float:
-    """Answer prompts one after another for `seconds`; tokens/s written."""
+    """Answer the prompts in turn for `seconds`, greedily (the same answers in every leg); tokens/s written."""
     from minimind import generation
     from minimind.sampling_params import SamplingParams
 
     tokens, start, k = 0, time.perf_counter(), 0
     while time.perf_counter() - start < seconds:
         answer = generation.chat(model, tokenizer, [{"role": "user", "content": PROMPTS[k % len(PROMPTS)]}],
-                                 SamplingParams(max_new_tokens=64, temperature=0.8, seed=k))
+                                 SamplingParams(max_new_tokens=64, temperature=0.0))
         answer.read()
         tokens, k = tokens + answer.completion_tokens, k + 1
     return tokens / (time.perf_counter() - start)
@@ -110,7 +111,8 @@ def _leg(tmp: Path, name: str, threads: int | None, chat: bool, window_s: float,
         row["run tok/s"] = (after["tokens"] - before["tokens"]) / seconds if seconds > 0 else float("nan")
         row["window s"] = time.perf_counter() - t0
         log = (folder / "train.log").read_text(errors="replace") if (folder / "train.log").is_file() else ""
-        row["thread changes"] = log.count("cores busy: training on")
+        said = [line for line in log.splitlines() if "other processes keep" in line or "cores are free" in line]
+        row["threads chosen"] = ", ".join(line.split("training on ")[-1].split()[0] for line in said) or "-"
     else:
         row["chat tok/s"] = _chat_for(window_s, model, tokenizer)
         row["window s"] = window_s
@@ -123,7 +125,7 @@ def run(quick: bool = False, tiny: bool = False) -> dict:
     from minimind.checkpoint import load_model, load_tokenizer_for
 
     window_s = 6.0 if tiny else (15.0 if quick else 25.0)
-    rounds = 1 if (tiny or quick) else 2
+    rounds = 1 if (tiny or quick) else 3
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     pinned = _default_threads(env)
     model, tokenizer = load_model(SHIPPED), load_tokenizer_for(SHIPPED)
