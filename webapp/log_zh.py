@@ -80,6 +80,11 @@ LOG = Table([
     Said(r"final evaluation on all (?P<rows>[\d,]+) validation rows: (?P<figures>.*?); confusion matrix in "
          r"(?P<file>\S+)",
          "在全部 {rows} 行验证数据上的最终评估：{figures}；混淆矩阵在 {file}", figures=figures_zh),
+    Said(r"other processes keep (?P<o>[\d.]+) of (?P<n>\d+) cores busy: a step took (?P<a>[\d.e-]+)s on (?P<f>\d+) "
+         r"of (?P<m>\d+) threads, (?P<b>[\d.e-]+)s on all; training on (?P<t>\d+)",
+         "其他进程占着 {n} 个核心中的 {o} 个：一步在 {m} 个线程中的 {f} 个上用时 {a} 秒，在全部线程上用时 {b} 秒；"
+         "用 {t} 个线程训练"),
+    Said(r"the cores are free again: training on (?P<t>\d+) threads", "核心又空出来了：用 {t} 个线程训练"),
     Said(r"speed probe: (?P<s>[\d.]+)s/step -> (?P<n>\d+) steps in (?P<t>\d+)s",  # runs before "planned from"
          "速度探测：每步 {s} 秒 → {t} 秒内 {n} 步"),
     # minimind/training: compiling, setup, sizing, memory, slices
@@ -104,6 +109,9 @@ LOG = Table([
     Said(r"(?P<passes>[\d.]+) planned passes over the training split: residual dropout (?P<p>\S+) against "
          r"overfitting \(model\.overrides\.dropout sets it\)",
          "计划遍历训练集 {passes} 遍：残差 dropout 设为 {p} 以防过拟合（可用 model.overrides.dropout 设定）"),
+    Said(r"batches hold texts of similar length \(less padding\)", "每批放长度相近的文本（填充更少）"),
+    Said(r"batches are drawn at random: grouped by length, they would hold one class each",
+         "每批随机抽取：按长度分组的话，每批只会有一个类别"),
     Said(r"training a (?P<n>\d+)-token tokenizer on the corpus", "在语料上训练一个 {n} 词元的分词器"),
     Said(r"tokenizer: (?P<n>\d+) tokens, (?P<cpt>[\d.]+) chars/token, byte-fallback share (?P<share>[\d.]+) %, "
          r"trained in (?P<s>[\d.]+)s", "分词器：{n} 个词元，每词元 {cpt} 个字符，字节回退占 {share} %，训练用时 {s} 秒"),

@@ -20,6 +20,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 
@@ -74,6 +75,17 @@ def others_between(before: tuple[float, int, int], after: tuple[float, int, int]
     return ((busy1 - busy0) - (own1 - own0)) / os.sysconf("SC_CLK_TCK") / max(t1 - t0, 1e-9)
 
 
+class ThreadChoice(NamedTuple):
+    """A change of the thread count kept: after a timed comparison (`fewer` threads took `fewer_s`
+    a step against `all_s` on all), or back to all threads once the cores are free (`fewer` None)."""
+
+    threads: int
+    others: float
+    fewer: int | None = None
+    fewer_s: float = 0.0
+    all_s: float = 0.0
+
+
 @dataclass
 class CoreShare:
     """The thread count of one run, told each step's seconds (`after_step`)."""
@@ -104,9 +116,9 @@ class CoreShare:
             torch.set_num_threads(threads)
             self.threads = threads
 
-    def after_step(self, seconds: float) -> str | None:
-        """Call after each training step with its seconds; a sentence for the run's log when the
-        count kept changes (it is then in force), else None."""
+    def after_step(self, seconds: float) -> ThreadChoice | None:
+        """Call after each training step with its seconds; the choice when the count kept changes
+        (it is then in force; the run's log says it), else None."""
         self._steps.append(seconds)
         if len(self._steps) < MIN_STEPS or time.perf_counter() - self._last[0] < WINDOW_S:
             return None
@@ -119,18 +131,14 @@ class CoreShare:
         if self.others < BUSY_FROM:  # the cores are free (again)
             before, self._trying, self._chosen = self._chosen, False, None
             self._use(self.most)
-            return (f"the cores are free again: training on {self.most} threads"
-                    if before is not None and before < self.most else None)
+            return ThreadChoice(self.most, self.others) if before is not None and before < self.most else None
         if self._trying:  # this window ran on fewer threads: keep the faster
             before, self._trying = self._chosen, False
-            self._chosen, self._chosen_at = (self.threads if step_s < self._all_threads_s else self.most), t1
             fewer, fewer_s = self.threads, step_s
+            self._chosen, self._chosen_at = (fewer if fewer_s < self._all_threads_s else self.most), t1
             self._use(self._chosen)
-            if self._chosen == before:
-                return None
-            return (f"other processes keep {self.others:.1f} of {len(self.cpus)} cores busy: a step took "
-                    f"{fewer_s:.3g}s on {fewer} thread{'s' * (fewer > 1)}, {self._all_threads_s:.3g}s on "
-                    f"{self.most}; training on {self._chosen}")
+            return None if self._chosen == before else ThreadChoice(self._chosen, self.others, fewer, fewer_s,
+                                                                   self._all_threads_s)
         if self._chosen is None or t1 - self._chosen_at > RETRY_S:  # (re)measure: all threads now, then fewer
             if self.threads != self.most:
                 self._use(self.most)  # the next window times all threads beside the neighbours

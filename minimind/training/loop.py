@@ -404,8 +404,10 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         now = time.perf_counter()
         elapsed = now - run_start
         state["elapsed_s"] = elapsed
-        if cores is not None and trial is None and (news := cores.after_step(now - step_start)):
-            log(news)
+        if cores is not None and trial is None and (kept := cores.after_step(now - step_start)):
+            log(f"other processes keep {kept.others:.1f} of {len(cores.cpus)} cores busy: a step took "
+                f"{kept.fewer_s:.3g}s on {kept.fewer} of {cores.most} threads, {kept.all_s:.3g}s on all; training "
+                f"on {kept.threads}" if kept.fewer else f"the cores are free again: training on {kept.threads} threads")
         if first_step_s is None:
             first_step_s = now - step_start
         else:

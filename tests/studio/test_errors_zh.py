@@ -228,7 +228,7 @@ def log_calls() -> list[tuple[str, int, ast.expr]]:
             named = (isinstance(func, ast.Name) and func.id == "log") or (
                 isinstance(func, ast.Attribute) and func.attr == "log" and isinstance(func.value, ast.Name)
                 and func.value.id in ("run", "run_dir"))
-            if named and isinstance(node.args[0], (ast.JoinedStr, ast.Constant, ast.BinOp)):
+            if named and isinstance(node.args[0], (ast.JoinedStr, ast.Constant, ast.BinOp, ast.IfExp)):
                 calls.append((file.name, node.lineno, node.args[0]))
     return calls
 

@@ -3,6 +3,7 @@ the kernel's accounting, the measured choice between all threads and fewer, and 
 process that keeps a core busy."""
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -12,7 +13,8 @@ import torch
 from training_helpers import make_config, write_text_corpus
 
 from minimind.training import RunDir, core_share, train
-from minimind.training.core_share import CoreShare, cpu_ticks, others_between, own_ticks, read_sample, threads_for
+from minimind.training.core_share import (CoreShare, ThreadChoice, cpu_ticks, others_between, own_ticks, read_sample,
+                                          threads_for)
 
 linux_only = pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="reads Linux's /proc")
 
@@ -74,15 +76,15 @@ def test_fewer_threads_are_timed_against_all_and_the_faster_kept(threads_kept, m
     # a neighbour takes a core: this window on 2 threads is the reference, the next one tries 1
     assert _window(share, kernel, 1.0, 0.3)[-1] is None and share.threads == 1
     assert torch.get_num_threads() == 1
-    said = _window(share, kernel, 1.0, 0.1)[-1]
-    assert share.threads == 1 and "0.1s on 1 thread, 0.3s on 2; training on 1" in said
+    kept = _window(share, kernel, 1.0, 0.1)[-1]
+    assert share.threads == 1 and kept == ThreadChoice(threads=1, others=1.0, fewer=1, fewer_s=0.1, all_s=0.3)
     assert _window(share, kernel, 1.0, 0.1) == [None] * 3 and share.threads == 1  # kept, not re-tried yet
     # after RETRY_S: one window on all threads again, one on fewer; the same choice is not logged again
     assert _window(share, kernel, 1.0, 0.1, seconds=core_share.RETRY_S)[-1] is None and share.threads == 2
     assert _window(share, kernel, 1.0, 0.3)[-1] is None and share.threads == 1
     assert _window(share, kernel, 1.0, 0.1)[-1] is None and share.threads == 1
     # the neighbour leaves: all threads back at once
-    assert _window(share, kernel, 0.0, 0.1)[-1] == "the cores are free again: training on 2 threads"
+    assert _window(share, kernel, 0.0, 0.1)[-1] == ThreadChoice(threads=2, others=0.0)
     assert share.threads == 2 and torch.get_num_threads() == 2
 
 
@@ -91,8 +93,8 @@ def test_fewer_threads_that_are_slower_are_not_kept(threads_kept, monkeypatch):
     kernel = Kernel()
     share = CoreShare.start(2, cpus={0, 1}, sample=kernel.sample)
     _window(share, kernel, 0.6, 0.09)   # a light neighbour (a browser watching the run): 2 threads timed ...
-    said = _window(share, kernel, 0.6, 0.11)[-1]  # ... then 1, slower
-    assert share.threads == 2 and said.endswith("training on 2")
+    kept = _window(share, kernel, 0.6, 0.11)[-1]  # ... then 1, slower
+    assert share.threads == 2 and kept.threads == 2 and (kept.fewer, kept.fewer_s, kept.all_s) == (1, 0.11, 0.09)
     # nothing frees the cores, so nothing more is said until the next measurement
     assert _window(share, kernel, 0.6, 0.09) == [None] * 3
 
@@ -150,5 +152,6 @@ def test_a_run_on_default_threads_measures_fewer_beside_a_busy_core_and_a_pinned
     if threads:
         assert not measured
     else:
-        assert measured and "a step took" in measured[0]
+        assert measured and re.search(r"a step took [\d.]+s on 1 of 2 threads, [\d.]+s on all; training on [12]$",
+                                      measured[0])
     assert torch.get_num_threads() == 2  # the run gives back the threads it found
