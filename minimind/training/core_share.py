@@ -1,15 +1,19 @@
 """Threads of a CPU run whose cores other processes use too.
 
 PyTorch splits each op over one thread per core and waits for the slowest. When another process
-keeps a core busy (the studio answering a chat while a run trains, a second trainer, a test), a
-thread of every op waits for that core: measured on 2 cores (AVX2, a LoRA run of MiniMind-Tang), a
-run on 2 threads fell from 2,973 to 424 tokens/s beside a chat decoding on 2 threads, and the chat
-from 274 to 197 tokens/s; the run on 1 thread kept 1,553-2,032 and the chat 262-373. So a run whose
-`threads` is left at 0 watches, every `WINDOW_S`, how much CPU time other processes took on the
-cores it may use (Linux: /proc/stat less /proc/self/stat), gives up one thread per core they keep
-busy, and takes the threads back when they stop. A run with `threads` set keeps them; elsewhere
-than Linux nothing changes. Kernels compiled by torch.compile keep the thread count they were
-built with; the matmuls between them follow.
+keeps a core busy (the studio answering a program's chat while a run trains, a second trainer, a
+test), a thread of every op waits for that core: measured on 2 cores (AVX2, a LoRA run of
+MiniMind-Tang), a run on 2 threads fell from 2,973 to 424 tokens/s beside a chat decoding on 2
+threads, and the chat from 274 to 197 tokens/s; the run on 1 thread kept 1,553-2,032 and the chat
+262-373. A lighter neighbour (the page watching the run in a browser on the same machine, 0.6 of
+a core) left the two counts about equal. So a run whose `threads` is left at 0 reads, every
+`WINDOW_S`, how much CPU time other processes took on the cores it may use (Linux: /proc/stat less
+/proc/self/stat). While they keep `BUSY_FROM` of a core or more, it times a window of steps on one
+thread fewer per core they hold against the window before on all of its threads, and keeps the
+faster; it measures again after `RETRY_S`, or at once when their load moves by `LEVEL_SHIFT`, and
+takes all its threads back once they stop. A run with `threads` set keeps them; elsewhere than
+Linux nothing changes. Kernels compiled by torch.compile keep the thread count they were built
+with; the matmuls between them follow.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ import torch
 WINDOW_S = 2.0      # seconds of CPU accounting (and of steps) one decision reads (USER_HZ ticks are 10 ms)
 MIN_STEPS = 3       # steps a window needs at least, however long they take
 BUSY_FROM = 0.4     # of a core, what others must keep busy before fewer threads are tried
-RETRY_S = 60.0      # a choice made beside busy neighbours is measured again after this long
+RETRY_S = 60.0      # a choice made beside busy neighbours is measured again after this long ...
+LEVEL_SHIFT = 0.4   # ... or as soon as their load moves by this many cores from what it was chosen beside
 
 
 def threads_for(most: int, cores: int, others: float) -> int:
@@ -98,9 +103,11 @@ class CoreShare:
     _last: tuple[float, int, int] | None = None
     _steps: list[float] = field(default_factory=list)   # this window's step seconds
     _all_threads_s: float | None = None  # beside the neighbours, a step on `most` threads (the window before a trial)
+    _all_threads_others: float = 0.0    # the neighbours' load in that window
     _trying: bool = False              # this window runs on fewer threads, to be compared
     _chosen: int | None = None         # what the last comparison kept ...
-    _chosen_at: float = 0.0            # ... and when
+    _chosen_at: float = 0.0            # ... when ...
+    _level: float = 0.0                # ... and the neighbours' load on the count kept
 
     @classmethod
     def start(cls, most: int, cpus: set[int] | None = None, sample=read_sample) -> CoreShare | None:
@@ -136,16 +143,18 @@ class CoreShare:
             before, self._trying = self._chosen, False
             fewer, fewer_s = self.threads, step_s
             self._chosen, self._chosen_at = (fewer if fewer_s < self._all_threads_s else self.most), t1
+            self._level = self.others if self._chosen == fewer else self._all_threads_others
             self._use(self._chosen)
             return None if self._chosen == before else ThreadChoice(self._chosen, self.others, fewer, fewer_s,
                                                                    self._all_threads_s)
-        if self._chosen is None or t1 - self._chosen_at > RETRY_S:  # (re)measure: all threads now, then fewer
+        if (self._chosen is None or t1 - self._chosen_at > RETRY_S
+                or abs(self.others - self._level) > LEVEL_SHIFT):  # (re)measure: all threads now, then fewer
             if self.threads != self.most:
                 self._use(self.most)  # the next window times all threads beside the neighbours
                 self._chosen_at = t1 - RETRY_S  # (due again after that window)
                 return None
             fewer = threads_for(self.most, len(self.cpus), self.others)
             if fewer < self.most:
-                self._all_threads_s, self._trying = step_s, True
+                self._all_threads_s, self._all_threads_others, self._trying = step_s, self.others, True
                 self._use(fewer)
         return None

@@ -97,6 +97,9 @@ def test_fewer_threads_that_are_slower_are_not_kept(threads_kept, monkeypatch):
     assert share.threads == 2 and kept.threads == 2 and (kept.fewer, kept.fewer_s, kept.all_s) == (1, 0.11, 0.09)
     # nothing frees the cores, so nothing more is said until the next measurement
     assert _window(share, kernel, 0.6, 0.09) == [None] * 3
+    # a heavier neighbour arrives (a program chatting through /v1): measured again at once, not in a minute
+    assert _window(share, kernel, 1.3, 0.3)[-1] is None and share.threads == 1
+    assert _window(share, kernel, 1.3, 0.1)[-1] == ThreadChoice(threads=1, others=1.3, fewer=1, fewer_s=0.1, all_s=0.3)
 
 
 def test_nothing_to_share_with_one_thread_or_without_the_accounting():
