@@ -408,6 +408,8 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
             log(f"other processes keep {kept.others:.1f} of {len(cores.cpus)} cores busy: a step took "
                 f"{kept.fewer_s:.3g}s on {kept.fewer} of {cores.most} threads, {kept.all_s:.3g}s on all; training "
                 f"on {kept.threads}" if kept.fewer else f"the cores are free again: training on {kept.threads} threads")
+            if main:  # the page's Device line names the threads in force
+                run_dir.write_status(device=describe(device, cfg.precision))
         if first_step_s is None:
             first_step_s = now - step_start
         else:

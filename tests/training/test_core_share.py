@@ -152,9 +152,13 @@ def test_a_run_on_default_threads_measures_fewer_beside_a_busy_core_and_a_pinned
     log = RunDir(tmp_path / "run").log_file.read_text()
     assert status["state"] == "finished"
     measured = [line for line in log.splitlines() if "other processes keep" in line]
+    device = RunDir(tmp_path / "run").read_status()["device"]
     if threads:
-        assert not measured
+        assert not measured and device.startswith("CPU (2 threads")
     else:
         assert measured and re.search(r"a step took [\d.]+s on 1 of 2 threads, [\d.]+s on all; training on [12]$",
                                       measured[0])
+        # the page's Device line names the threads of the last change
+        last = [line for line in log.splitlines() if "training on" in line][-1].split("training on ")[1].split()[0]
+        assert device.startswith(f"CPU ({last} thread{'s' * (last != '1')}")
     assert torch.get_num_threads() == 2  # the run gives back the threads it found
