@@ -9,7 +9,8 @@ threads, and the chat from 274 to 197 tokens/s; the run on 1 thread kept 1,553-2
 a core) left the two counts about equal. So a run whose `threads` is left at 0 reads, every
 `WINDOW_S`, how much CPU time other processes took on the cores it may use (Linux: /proc/stat less
 /proc/self/stat). While they keep `BUSY_FROM` of a core or more, it times a window of steps on one
-thread fewer per core they hold against the window before on all of its threads, and keeps the
+thread fewer per core they hold against the window before on all of its threads (the same load
+beside both, else it times them again), and keeps all threads only when they are `ALL_THREADS_BY`
 faster; it measures again after `RETRY_S`, or at once when their load moves by `LEVEL_SHIFT`, and
 takes all its threads back once they stop. A run with `threads` set keeps them; elsewhere than
 Linux nothing changes. Kernels compiled by torch.compile keep the thread count they were built
@@ -33,6 +34,9 @@ MIN_STEPS = 3       # steps a window needs at least, however long they take
 BUSY_FROM = 0.4     # of a core, what others must keep busy before fewer threads are tried
 RETRY_S = 60.0      # a choice made beside busy neighbours is measured again after this long ...
 LEVEL_SHIFT = 0.4   # ... or as soon as their load moves by this many cores from what it was chosen beside
+ALL_THREADS_BY = 0.1  # all threads are kept beside busy neighbours only when this much faster a step: a wrong
+                      # "all" beside a heavy neighbour cost 10x (1.7 s a step against 0.17), a wrong "fewer" at
+                      # most what the threads given up would add
 
 
 def threads_for(most: int, cores: int, others: float) -> int:
@@ -141,8 +145,13 @@ class CoreShare:
             return ThreadChoice(self.most, self.others) if before is not None and before < self.most else None
         if self._trying:  # this window ran on fewer threads: keep the faster
             before, self._trying = self._chosen, False
+            if abs(self.others - self._all_threads_others) > LEVEL_SHIFT:  # the neighbours changed meanwhile:
+                self._use(self.most)             # no comparison; all threads are timed again first
+                self._chosen_at = t1 - RETRY_S
+                return None
             fewer, fewer_s = self.threads, step_s
-            self._chosen, self._chosen_at = (fewer if fewer_s < self._all_threads_s else self.most), t1
+            faster = self._all_threads_s <= (1 - ALL_THREADS_BY) * fewer_s
+            self._chosen, self._chosen_at = (self.most if faster else fewer), t1
             self._level = self.others if self._chosen == fewer else self._all_threads_others
             self._use(self._chosen)
             return None if self._chosen == before else ThreadChoice(self._chosen, self.others, fewer, fewer_s,

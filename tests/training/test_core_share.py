@@ -102,6 +102,24 @@ def test_fewer_threads_that_are_slower_are_not_kept(threads_kept, monkeypatch):
     assert _window(share, kernel, 1.3, 0.1)[-1] == ThreadChoice(threads=1, others=1.3, fewer=1, fewer_s=0.1, all_s=0.3)
 
 
+def test_a_comparison_across_a_change_of_load_is_not_made_and_all_threads_win_only_by_a_margin(
+        threads_kept, monkeypatch):
+    monkeypatch.setattr(core_share, "WINDOW_S", 0.0)
+    kernel = Kernel()
+    share = CoreShare.start(2, cpus={0, 1}, sample=kernel.sample)
+    # a chat begins within the window on all threads: its steps look fast beside half a core ...
+    assert _window(share, kernel, 0.5, 0.09)[-1] is None and share.threads == 1
+    # ... and the window on one thread runs beside the whole chat: not compared, all threads timed again
+    assert _window(share, kernel, 1.3, 0.15)[-1] is None and share.threads == 2
+    assert _window(share, kernel, 1.3, 1.7)[-1] is None and share.threads == 1
+    assert _window(share, kernel, 1.3, 0.17)[-1] == ThreadChoice(threads=1, others=1.3, fewer=1, fewer_s=0.17,
+                                                                  all_s=1.7)
+    # beside a light neighbour, all threads 5 % faster is not enough to take them back
+    share = CoreShare.start(2, cpus={0, 1}, sample=kernel.sample)
+    _window(share, kernel, 0.6, 0.095)
+    assert _window(share, kernel, 0.6, 0.1)[-1].threads == 1 and share.threads == 1
+
+
 def test_nothing_to_share_with_one_thread_or_without_the_accounting():
     assert CoreShare.start(1, cpus={0, 1}, sample=Kernel().sample) is None  # one thread has nothing to give
     assert CoreShare.start(2, cpus={0, 1}, sample=lambda cpus: None) is None  # no /proc (macOS, Windows)
