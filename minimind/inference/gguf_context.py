@@ -17,6 +17,12 @@ token in well under the time of our per-op-bound loop; the engine times it besid
 decoders and keeps the faster (decoder_choice.py). It holds a second float32 copy of the weights,
 so only models up to EXACT_MAX_BYTES get one.
 
+Threads. A context reads a prompt on the process's threads, but decodes one token at a time on
+the count its first reads measured faster, 1 or all (`decode_threads`): on 2 cores a single token of
+MiniMind-Tang or -Shakespeare decoded on 2 threads took twice as long as on 1 (llama.cpp's threads
+meet at every op, and a token's ops are tiny), so the page's chat, on the process's 2 threads, ran at
+half the speed of the 1-thread headline.
+
 Each GGUF holds the weights alone (gguf_model.py's `write_draft_gguf`): llama.cpp reads token
 ids, so no tokenizer is needed. It is written to a temporary folder and read into memory, and the
 folder is gone before the first use.
@@ -28,6 +34,7 @@ import importlib.util
 import shutil
 import tempfile
 import threading
+import time
 import weakref
 from pathlib import Path
 
@@ -47,6 +54,7 @@ DRAFT_CONTEXT = 2048
 EXACT_MAX_BYTES = 64 * 2**20
 _GGML_F32 = 0                  # ggml's type id of float32 (the exact context's KV cache)
 GIVE_UP = 3                    # failed calls in a row before an engine gives a context up for good
+PROBE_TOKENS = 8               # single-token reads timed per thread count, twice each, when a context is made
 _OPEN: "weakref.WeakSet[GgufContext]" = weakref.WeakSet()  # closed at exit, before llama.cpp unloads
 _CLOSING = threading.Event()   # set at exit: no context is made after close_all
 
@@ -82,6 +90,7 @@ class GgufContext:
             shutil.rmtree(folder, ignore_errors=True)
         self.context = context
         self._vocab = model.config.vocab_size
+        self.threads = decode_threads(self._llm, threads, self._vocab)  # (before any use: it leaves nothing held)
         self._held: list[int] = []     # exact: the tokens whose keys and values the context holds
         self._lock = threading.Lock()  # a call and close() never overlap (close at exit, from another thread)
         _OPEN.add(self)
@@ -149,6 +158,28 @@ class GgufContext:
         if self._llm is None:
             raise RuntimeError("the llama.cpp context is closed")
         return self._llm
+
+
+def decode_threads(llm, most: int, vocab: int) -> int:
+    """Set and return the thread count (1 or `most`) that decodes single tokens faster in `llm`, timed
+    on PROBE_TOKENS reads each, alternating, twice; prompts keep `most`. The context holds nothing after."""
+    if most <= 1:
+        return max(1, most)
+    from llama_cpp import llama_set_n_threads
+
+    best_s: dict[int, float] = {}
+    for _ in range(2):
+        for threads in (most, 1):
+            llama_set_n_threads(llm.ctx, threads, most)
+            llm.n_tokens = 0  # (eval drops the keys and values past this first)
+            start = time.perf_counter()
+            for token in range(PROBE_TOKENS):
+                llm.eval([token % vocab])
+            best_s[threads] = min(best_s.get(threads, float("inf")), time.perf_counter() - start)
+    llm.n_tokens = 0
+    chosen = min(best_s, key=best_s.get)
+    llama_set_n_threads(llm.ctx, chosen, most)
+    return chosen
 
 
 class LazyContext:

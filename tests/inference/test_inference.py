@@ -970,3 +970,26 @@ def test_a_lone_sampled_request_may_decode_through_llama_cpp_with_its_own_seeded
     assert timed.sampled_choice.tokens["llama.cpp"] > 0 and timed.sampled_choice.tokens["plain"] > 0
     assert "of sampled tokens" in timed.describe() and timed.choice.tokens == {"plain": 0, "speculative": 0,
                                                                               "llama.cpp": 0}
+
+
+@pytest.mark.llama_cpp
+@pytest.mark.skipif(not llama_cpp_installed(), reason="llama-cpp-python is not installed")
+def test_a_llama_cpp_context_decodes_on_the_thread_count_it_measured_and_computes_the_same(monkeypatch):
+    """Made on 2 threads, a context times single tokens on 2 and on 1 and keeps the faster; the
+    probe leaves nothing in its cache, and its logits are those of a context on 1 thread."""
+    from minimind.inference import gguf_context
+
+    model = _lively_model()
+    timed = []
+    real = gguf_context.decode_threads
+    monkeypatch.setattr(gguf_context, "decode_threads", lambda llm, most, vocab: timed.append(most) or real(
+        llm, most, vocab))
+    two, one = gguf_context.GgufContext(model, 64, 2, exact=True), gguf_context.GgufContext(model, 64, 1, exact=True)
+    try:
+        assert timed == [2, 1] and two.threads in (1, 2) and one.threads == 1
+        assert two._llm.n_tokens == 0 and two._held == []
+        tokens = PROMPTS[1] + [5, 9, 17]
+        assert abs(two.logits_after(tokens) - one.logits_after(tokens)).max() < 1e-6
+    finally:
+        two.close()
+        one.close()
