@@ -1,5 +1,8 @@
 """A ZeroGPU Space's Train tab in headless Chromium, through the ZeroGPU stand-in: a LoRA run started
-from the page trains in GPU slices, the page says which slice it is in, and the run finishes."""
+from the page trains in GPU slices, the page says which slice it is in, and the run finishes.
+(How many slices a run takes depends on the machine's speed: 300 steps took 1 slice of 8 s on an
+idle AVX2 core, 3 beside the other test process. A run resumed across slices from the app is
+tests/studio/test_webapp_zerogpu.py, whose runs take 3 slices of 6 s.)"""
 
 import re
 
@@ -23,10 +26,13 @@ def test_a_run_started_on_the_page_trains_in_gpu_slices(studio_page, tmp_path, t
     gpu = StandInGpu()
     page = studio_page(shipped_dir=tmp_path / "shipped", gpu_slices=gpu)
     studio_page.choose_training("shipped: tiny", "lora", "chats")
-    studio_page.fill_train_form(steps=300, seq_len=64, batch_size=4)  # 2 slices alone, 3 beside the other test process
+    studio_page.fill_train_form(steps=300, seq_len=64, batch_size=4)
     studio_page.start_run()
-    expect(page.locator("#train-facts")).to_contain_text(re.compile(r"GPU slice: [2-9]\d* \(up to 8 s each\)"),
-                                                         timeout=300_000)
     expect(page.locator("#train-progress")).to_contain_text("finished: step 300/300", timeout=600_000)
-    assert len(gpu.calls) >= 2 and all(call["outcome"] == "ok" for call in gpu.calls)
+    # the page names the last slice, one per call of the decorated function; the last ended well (beside
+    # the other test process an 8-s slice that loads the model can overrun and be aborted, as ZeroGPU
+    # aborts it: the next resumes from its last save, tests/training/test_training_slices.py)
+    expect(page.locator("#train-facts")).to_contain_text(re.compile(r"GPU slice: [1-9]\d* \(up to 8 s each\)"))
+    slices = int(re.search(r"GPU slice: (\d+)", page.locator("#train-facts").inner_text())[1])
+    assert slices == len(gpu.calls) and gpu.calls[-1]["outcome"] == "ok", gpu.calls
     studio_page.screenshot("tab-train-zerogpu")
