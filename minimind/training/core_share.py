@@ -52,7 +52,7 @@ def cpu_ticks(cpus: set[int], stat_text: str) -> int | None:
     of /proc/stat; None when it names none of them."""
     total, found = 0, False
     for line in stat_text.splitlines():
-        name, *fields = line.split()
+        name, *fields = line.split() or [""]
         if not name.startswith("cpu") or name == "cpu" or int(name[3:]) not in cpus:
             continue
         user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in fields[:7])
@@ -112,6 +112,7 @@ class CoreShare:
     _chosen: int | None = None         # what the last comparison kept ...
     _chosen_at: float = 0.0            # ... when ...
     _level: float = 0.0                # ... and the neighbours' load on the count kept
+    _due: bool = False                 # measure again at the next window (all threads were just restored)
 
     @classmethod
     def start(cls, most: int, cpus: set[int] | None = None, sample=read_sample) -> CoreShare | None:
@@ -147,7 +148,7 @@ class CoreShare:
             before, self._trying = self._chosen, False
             if abs(self.others - self._all_threads_others) > LEVEL_SHIFT:  # the neighbours changed meanwhile:
                 self._use(self.most)             # no comparison; all threads are timed again first
-                self._chosen_at = t1 - RETRY_S
+                self._due = True
                 return None
             fewer, fewer_s = self.threads, step_s
             faster = self._all_threads_s <= (1 - ALL_THREADS_BY) * fewer_s
@@ -156,12 +157,13 @@ class CoreShare:
             self._use(self._chosen)
             return None if self._chosen == before else ThreadChoice(self._chosen, self.others, fewer, fewer_s,
                                                                    self._all_threads_s)
-        if (self._chosen is None or t1 - self._chosen_at > RETRY_S
+        if (self._due or self._chosen is None or t1 - self._chosen_at > RETRY_S
                 or abs(self.others - self._level) > LEVEL_SHIFT):  # (re)measure: all threads now, then fewer
             if self.threads != self.most:
                 self._use(self.most)  # the next window times all threads beside the neighbours
-                self._chosen_at = t1 - RETRY_S  # (due again after that window)
+                self._due = True
                 return None
+            self._due = False
             fewer = threads_for(self.most, len(self.cpus), self.others)
             if fewer < self.most:
                 self._all_threads_s, self._all_threads_others, self._trying = step_s, self.others, True
