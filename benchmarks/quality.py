@@ -69,19 +69,36 @@ CACHE = Path(os.environ.get("QUALITY_CACHE") or ROOT / ".cache" / "quality")  # 
 TARGET = 0.9   # ours / reference held-out BPC
 
 
-def corpus_files(name: str) -> tuple[Path, dict, list[str], list[str]]:
-    """(training file, data settings, training texts for the tokenizer, held-out documents)."""
+def corpus_files(name: str, held_out_chars: int | None = None) -> tuple[Path, dict, list[str], list[str]]:
+    """(training file, data settings, training texts for the tokenizer, held-out documents: their
+    first `held_out_chars` characters in all where given, see `first_characters`)."""
     from minimind.data import DataConfig, iter_texts
     from scripts.corpora import TANG, shakespeare_split, tang_split, write_shakespeare_split
 
     if name == "tang":
         train, held = tang_split(cache_dir=str(CACHE / "data"))
         # the trainer gets the whole file: its own 2 % split (seed 1234) is exactly `held`
-        return TANG, {"text_field": "text", "val_fraction": 0.02, "seed": 1234}, train, held
+        return TANG, {"text_field": "text", "val_fraction": 0.02, "seed": 1234}, train, first_characters(
+            held, held_out_chars)
     train_file, held_file = write_shakespeare_split(CACHE / "shakespeare")
     held = [body for _, body in shakespeare_split()[1]]  # each play whole: running text
     train = list(iter_texts([str(train_file)], config=DataConfig()))  # the sections the trainer reads
-    return train_file, {}, train, held
+    return train_file, {}, train, first_characters(held, held_out_chars)
+
+
+def first_characters(documents: list[str], limit: int | None) -> list[str]:
+    """The documents in order, the last one cut, up to `limit` characters in all (None: all of them).
+    A smoke run scores a few pages instead of every held-out play, the slowest part of a short run
+    (scoring 340,000 characters took 10 s a protocol on one core); a headline scores them all."""
+    if not limit:
+        return documents
+    kept, left = [], limit
+    for doc in documents:
+        if left <= 0:
+            break
+        kept.append(doc[:left])
+        left -= len(kept[-1])
+    return kept
 
 
 def paragraphs_of(held: list[str]) -> list[str]:
@@ -115,7 +132,8 @@ def vocab_size_of(overrides: list[str]) -> int:
     return TrainConfig.from_dict({"data": {"files": ["x"]}}).with_overrides(overrides).model.vocab_size
 
 
-def train_and_score(name: str, budget: float, overrides: list[str], tag: str = "default") -> dict:
+def train_and_score(name: str, budget: float, overrides: list[str], tag: str = "default",
+                    held_out_chars: int | None = None) -> dict:
     """Pretrain on `name` for `budget` seconds with the trainer's defaults (+ `overrides`), then score."""
     import torch
 
@@ -126,7 +144,7 @@ def train_and_score(name: str, budget: float, overrides: list[str], tag: str = "
     from minimind.training import TrainConfig, train
     from minimind.training.precision import pick_device
 
-    train_file, data, train_texts, held = corpus_files(name)
+    train_file, data, train_texts, held = corpus_files(name, held_out_chars)
     tok_dir, tok_seconds = tokenizer_for(name, train_texts, vocab_size_of(overrides))
     run_dir = CACHE / "runs" / f"{name}-{tag}"
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -178,7 +196,7 @@ def startup_seconds(metrics: list[dict]) -> float:
     return max(0.0, first["elapsed_s"] - first["step"] * statistics.median(per_step))
 
 
-def reference_and_score(name: str, budget: float) -> dict:
+def reference_and_score(name: str, budget: float, held_out_chars: int | None = None) -> dict:
     """The char-level nanoGPT-recipe GPT, trained for `budget` seconds on the same training texts
     and scored like ours."""
     import torch
@@ -187,7 +205,7 @@ def reference_and_score(name: str, budget: float) -> dict:
     from minimind.evaluate import evaluate_documents
     from minimind.training.allocator import retain_freed_memory
 
-    _, _, train_texts, held = corpus_files(name)
+    _, _, train_texts, held = corpus_files(name, held_out_chars)
     retain_freed_memory()  # like-for-like: the process setting our trainer makes (a process keeps it anyway)
     start = time.perf_counter()
     model, tokenizer, info = train_char_gpt(train_texts, budget)
@@ -201,7 +219,8 @@ def reference_and_score(name: str, budget: float) -> dict:
             "eval s": time.perf_counter() - start, "threads": torch.get_num_threads(), "device": "cpu"}
 
 
-def side_by_side(name: str, budget: float, overrides: list[str], tag: str) -> tuple[dict, dict]:
+def side_by_side(name: str, budget: float, overrides: list[str], tag: str,
+                 held_out_chars: int | None = None) -> tuple[dict, dict]:
     """(ours, reference) trained at once: each a child process (`--part`) pinned to its own half
     of this process's cores with that many threads. The corpus split and the tokenizer are made
     first (outside the budget, as always) so that both start training together."""
@@ -212,14 +231,14 @@ def side_by_side(name: str, budget: float, overrides: list[str], tag: str) -> tu
     _, _, train_texts, _ = corpus_files(name)
     tokenizer_for(name, train_texts, vocab_size_of(overrides))
     half = len(cores) // 2
-    children = [(part, *start_part(part, name, budget, overrides, tag, part_cores))
+    children = [(part, *start_part(part, name, budget, overrides, tag, part_cores, held_out_chars))
                 for part, part_cores in (("ours", cores[:half]), ("reference", cores[half:2 * half]))]
     ours, ref = finished_parts(children, f"{name} side by side")
     return ours, ref
 
 
 def start_part(part: str, name: str, budget: float, overrides: list[str], tag: str,
-               cores: list[int] | None = None) -> tuple[Path, subprocess.Popen]:
+               cores: list[int] | None = None, held_out_chars: int | None = None) -> tuple[Path, subprocess.Popen]:
     """(its result file, the process): `part` of a leg in a child process, pinned to `cores` with a
     thread each, or with this process's threads. Ours compiles into a compile cache of its own,
     emptied first (`compile_cache`), so that every leg pays what a first run on a machine pays."""
@@ -231,6 +250,7 @@ def start_part(part: str, name: str, budget: float, overrides: list[str], tag: s
     command = [sys.executable, "-m", "benchmarks.quality", "--part", part, "--budget", str(budget),
                "--corpus", name, "--tag", tag, "--json", str(out)]
     command += ["--cores", ",".join(map(str, cores))] if cores else ["--threads", str(torch.get_num_threads())]
+    command += ["--held-out-chars", str(held_out_chars)] if held_out_chars else []
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(compile_cache(name, tag))} if part == "ours" else None
     return out, subprocess.Popen(command + [a for o in overrides for a in ("--set", o)], cwd=ROOT, env=env)
 
@@ -254,9 +274,10 @@ def finished_parts(children: list[tuple[str, Path, subprocess.Popen]], what: str
     return [json.loads(out.read_text(encoding="utf-8")) for _, out, _ in children]
 
 
-def ours_alone(name: str, budget: float, overrides: list[str], tag: str) -> dict:
+def ours_alone(name: str, budget: float, overrides: list[str], tag: str, held_out_chars: int | None = None) -> dict:
     """Ours on `name`, in a child process (`start_part`) while this one waits."""
-    (ours,) = finished_parts([("ours", *start_part("ours", name, budget, overrides, tag))], name)
+    (ours,) = finished_parts([("ours", *start_part("ours", name, budget, overrides, tag, None, held_out_chars))],
+                             name)
     return ours
 
 
@@ -271,8 +292,9 @@ def budgets_to_run(quick: bool, budget: float | None) -> tuple[float, ...]:
 
 def run(quick: bool = False, budget: float | None = None, corpora: tuple = ("tang", "shakespeare"),
         overrides: list[str] | None = None, tag: str = "default", reference: bool = True,
-        together: bool | None = None) -> dict:
-    """`together` (default: $QUALITY_SIDE_BY_SIDE): ours and the reference side by side."""
+        together: bool | None = None, held_out_chars: int | None = None) -> dict:
+    """`together` (default: $QUALITY_SIDE_BY_SIDE): ours and the reference side by side.
+    `held_out_chars`: score the first that many held-out characters only (smoke runs)."""
     together = reference and (os.environ.get("QUALITY_SIDE_BY_SIDE", "") not in ("", "0")
                               if together is None else together)
     rows, summary = [], {}
@@ -280,9 +302,9 @@ def run(quick: bool = False, budget: float | None = None, corpora: tuple = ("tan
         label = f"{seconds / 60:g} min"
         for name in corpora:
             if together:
-                ours, ref = side_by_side(name, seconds, list(overrides or []), tag)
+                ours, ref = side_by_side(name, seconds, list(overrides or []), tag, held_out_chars)
             else:
-                ours = ours_alone(name, seconds, list(overrides or []), tag)
+                ours = ours_alone(name, seconds, list(overrides or []), tag, held_out_chars)
             rows.append({"budget": label, "corpus": name, "model": "ours (trainer defaults)",
                          **{k: v for k, v in ours.items() if k != "corpus"}})
             summary[f"{name} BPC ours ({label})"] = ours["BPC"]
@@ -291,7 +313,7 @@ def run(quick: bool = False, budget: float | None = None, corpora: tuple = ("tan
             if not reference:
                 continue
             if not together:
-                ref = reference_and_score(name, seconds)
+                ref = reference_and_score(name, seconds, held_out_chars)
             rows.append({"budget": label, "corpus": name, "model": "reference: char-level GPT, nanoGPT CPU recipe",
                          **ref})
             ratio = ours["BPC"] / ref["BPC"]
@@ -324,6 +346,8 @@ def main() -> None:
     parser.add_argument("--part", choices=["ours", "reference"], help=argparse.SUPPRESS)  # a side-by-side child
     parser.add_argument("--json", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--cores", help=argparse.SUPPRESS)
+    parser.add_argument("--held-out-chars", type=int, default=None,
+                        help="score the first N held-out characters only (smoke runs; a headline scores them all)")
     args = parser.parse_args()
 
     import torch
@@ -338,15 +362,15 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     if args.part:
         name = "tang" if args.corpus == "both" else args.corpus
-        result = (train_and_score(name, args.budget, args.overrides, args.tag) if args.part == "ours"
-                  else reference_and_score(name, args.budget))
+        result = (train_and_score(name, args.budget, args.overrides, args.tag, args.held_out_chars)
+                  if args.part == "ours" else reference_and_score(name, args.budget, args.held_out_chars))
         args.json.write_text(json.dumps(result, default=str, ensure_ascii=False), encoding="utf-8")
         return
     from benchmarks._harness import table
 
     corpora = ("tang", "shakespeare") if args.corpus == "both" else (args.corpus,)
     result = run(args.quick, args.budget, corpora, args.overrides, args.tag, reference=not args.no_reference,
-                 together=args.side_by_side or None)
+                 together=args.side_by_side or None, held_out_chars=args.held_out_chars)
     print(table(result["rows"]))
     print(json.dumps(result["summary"], indent=1, ensure_ascii=False, default=str))
 

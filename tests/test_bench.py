@@ -133,11 +133,11 @@ def test_quality_side_by_side_trains_ours_and_the_reference_at_once_on_their_own
     monkeypatch.setenv("QUALITY_CACHE", str(quality_cache))
     monkeypatch.setattr(quality, "CACHE", quality_cache)
     result = quality.run(budget=4, corpora=("shakespeare",), overrides=["compile=off", "model.preset=pico"],
-                         together=True)
+                         together=True, held_out_chars=20_000)
     ours, ref = result["rows"]
     assert ours["model"].startswith("ours") and ref["model"].startswith("reference")
     assert ours["threads"] == ref["threads"] == 1 and ours["steps"] > 0 and ref["steps"] > 0
-    assert ours["held-out characters"] == ref["held-out characters"]  # the same held-out text
+    assert ours["held-out characters"] == ref["held-out characters"] == 20_000  # the same held-out text
     summary = result["summary"]
     assert summary["shakespeare BPC ours / reference (0.0666667 min)"] == ours["BPC"] / ref["BPC"]
     assert summary["shakespeare BPC per paragraph ours / reference (0.0666667 min)"] == (
@@ -162,9 +162,10 @@ def test_quality_one_after_the_other_trains_ours_in_a_child_with_this_processs_t
     monkeypatch.setattr(quality, "CACHE", quality_cache)
     threads = torch.get_num_threads()
     result = quality.run(budget=4, corpora=("shakespeare",), overrides=["compile=off", "model.preset=pico"],
-                         reference=False, together=False)
+                         reference=False, together=False, held_out_chars=20_000)
     (ours,) = result["rows"]
     assert ours["model"].startswith("ours") and ours["steps"] > 0 and ours["threads"] == threads
+    assert ours["held-out characters"] == 20_000  # --held-out-chars reached the child
     assert ours["BPC"] == result["summary"]["shakespeare BPC ours (0.0666667 min)"]
 
 
