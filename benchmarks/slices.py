@@ -13,8 +13,6 @@ the largest loss difference at any step (exact resume: 0 up to float rounding).
 
 from __future__ import annotations
 
-import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -80,11 +78,9 @@ def run(quick: bool = False, tiny: bool = False) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--tiny", action="store_true")
-    args = parser.parse_args()
-    print(json.dumps(run(args.quick, args.tiny), indent=1))
+    from benchmarks._harness import standalone
+
+    standalone(run, __doc__)
 
 
 if __name__ == "__main__":
