@@ -15,8 +15,11 @@ Three parts, one run:
    `generate`, a sampled request (as chat runs it: plain, or llama.cpp's logits through the
    request's seeded sampler, timed), and llama.cpp on our own GGUF export. Where llama-cpp-python is
    installed, the engine as a user without it runs it (int8 draft, no llama.cpp) is a row of its own.
-2. The shipped models (checkpoints/), a chat prompt from their held-out text, the same rows;
-   "ours vs llama.cpp gguf-f16" compares with the export a user would run instead.
+2. The shipped models (checkpoints/), a chat prompt from their held-out text, the same rows, at 1
+   thread, at the default count (as the page and API run them) and at llama-cpp-python's default
+   (half the cores); llama.cpp is given the row's count. "ours vs llama.cpp gguf-f16" compares with
+   the export a user would run instead: like for like at 1 thread and at the default count, and
+   each at its own default.
 3. (full runs) The API under load: 16 clients stream 64-token chat answers at once from a
    live `python -m minimind serve`, batched (max_batch 16) and one at a time, and the memory
    the Studio's page and API take for one model (RSS of `python -m webapp`'s app, in its own process).
@@ -59,6 +62,7 @@ ANSWER_TOKENS = 64
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "tang_poems_sample.jsonl"
 SHIPPED = ["minimind-tang", "minimind-shakespeare"]
+LLAMA_CPP_DEFAULT_THREADS = max((os.cpu_count() or 2) // 2, 1)  # llama-cpp-python's n_threads when none is given
 OURS = "ours: engine as chat/API run it"
 OURS_INT8 = "ours without llama-cpp-python: engine as chat/API run it"
 PLAIN = "ours: engine, speculation off"
@@ -266,7 +270,10 @@ def run(quick: bool = False) -> dict:
         for name in SHIPPED:
             folder = ROOT / "checkpoints" / name
             model, tokenizer = load_model(folder), load_tokenizer_for(folder)
-            rows += _compare(name, model, tokenizer, _chat_prompt(tokenizer, name), 1, repeats, quick, "shipped")
+            # 1 for the headline; the default as the page runs it; llama.cpp's own default beside ours
+            for threads in sorted({1, default_threads, LLAMA_CPP_DEFAULT_THREADS}):
+                rows += _compare(name, model, tokenizer, _chat_prompt(tokenizer, name), threads, repeats, quick,
+                                 "shipped")
     finally:
         torch.set_num_threads(default_threads)
 
@@ -293,6 +300,18 @@ def run(quick: bool = False) -> dict:
         if cpp and without:
             summary[f"{name}: ours without llama-cpp-python vs llama.cpp gguf-f16, 1 thread"] = (
                 without["tok/s"] / cpp["tok/s"])
+        if default_threads > 1:  # as the page and API run it: the process's default threads, llama.cpp given as many
+            o, cpp = pick(name, default_threads, OURS), pick(name, default_threads, "llama.cpp gguf-f16")
+            summary[f"{name}: ours tok/s, {default_threads} threads"] = o["tok/s"]
+            if cpp:
+                summary[f"{name}: ours vs llama.cpp gguf-f16, {default_threads} threads each"] = (
+                    o["tok/s"] / cpp["tok/s"])
+        # default against default: llama-cpp-python's own n_threads (half the cores), ours at the process's
+        cpp = pick(name, LLAMA_CPP_DEFAULT_THREADS, "llama.cpp gguf-f16")
+        if cpp and pick(name, default_threads, OURS):
+            summary[f"{name}: ours ({default_threads} threads) vs llama.cpp gguf-f16 "
+                    f"({LLAMA_CPP_DEFAULT_THREADS}), each at its default"] = (
+                pick(name, default_threads, OURS)["tok/s"] / cpp["tok/s"])
     summary["greedy tokens identical"] = all(r["same tokens as generate"] == "yes" for r in rows
                                              if r["decoder"].startswith("ours") and "sampled" not in r["decoder"])
     if not quick and SAMPLES.is_file() and torch.device("cpu").type == "cpu":
