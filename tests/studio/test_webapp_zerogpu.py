@@ -28,14 +28,17 @@ def zero(tmp_path, tokenizer, monkeypatch):
     ws = Workspace(tmp_path / "ws")
     gpu = StandInGpu()
     ctx = AppContext(ws, JobManager(ws, gpu_slices=gpu), shipped_dir=tmp_path / "shipped")
-    config = lambda steps: make_config(tmp_path, [chat], mode="lora", model__init_from=str(base), data__seq_len=96,
-                                       max_steps=steps, lora__rank=4, save_every=1000)
+    # a budget of training time, not a step count: a slice trains at most 85 % of its 6 s, so 8 s take
+    # 2 slices or more on any machine (600 steps took 2-3 here; a machine twice as fast would finish
+    # them in the first slice, never showing a second or stopping at a slice's end)
+    config = lambda: make_config(tmp_path, [chat], mode="lora", model__init_from=str(base), data__seq_len=96,
+                                 max_steps=0, time_budget_s=8.0, lora__rank=4, save_every=1000)
     return ctx, gpu, config
 
 
 def test_a_run_trains_in_slices_on_the_app_and_the_page_says_which(zero):
     ctx, gpu, config = zero
-    run_id = ctx.jobs.submit(config(600))
+    run_id = ctx.jobs.submit(config())
     run = RunDir(ctx.workspace.runs / run_id)
     assert run_id in ctx.jobs._sliced and not ctx.jobs._children  # a thread of the app, not a child process
     wait_for(lambda: (run.read_status().get("slice") or 0) >= 2, timeout=300, every=0.2, what="a second slice")
@@ -50,7 +53,7 @@ def test_a_run_trains_in_slices_on_the_app_and_the_page_says_which(zero):
     assert run.read_status()["state"] in ("running", "paused")
     wait_for(lambda: run.read_status().get("state") in ("finished", "failed"), timeout=600, what="the sliced run")
     status = run.read_status()
-    assert status["state"] == "finished" and status["step"] == 600, status.get("error")
+    assert status["state"] == "finished" and status["step"] > 0, status.get("error")
     # (the GPU call is recorded once its worker has exited: a moment after the slice wrote "finished")
     wait_for(lambda: len(gpu.calls) >= status["slice"], timeout=30, every=0.1, what="the last GPU call's record")
     assert len(gpu.calls) == status["slice"] >= 2 and all(c["outcome"] == "ok" for c in gpu.calls)
@@ -62,13 +65,13 @@ def test_a_run_trains_in_slices_on_the_app_and_the_page_says_which(zero):
 
 def test_stop_takes_effect_when_the_slice_ends_and_resume_goes_on_in_slices(zero):
     ctx, gpu, config = zero
-    run_id = ctx.jobs.submit(config(600))
+    run_id = ctx.jobs.submit(config())
     run = RunDir(ctx.workspace.runs / run_id)
     wait_for(lambda: run.read_status().get("step", 0) > 0, timeout=300, every=0.2, what="a first step")
     assert "stops when its current GPU slice ends" in ctx.jobs.stop(run_id)
     wait_for(lambda: run.read_status().get("state") == "stopped", timeout=120, what="the stop")
     stopped_at = run.read_status()["step"]
-    assert 0 < stopped_at < 600 and ctx.jobs.active() is None
+    assert 0 < stopped_at and ctx.jobs.active() is None
     # (a GPU call is recorded once its worker has exited: a moment after its slice wrote its state)
     wait_for(lambda: len(gpu.calls) >= 1, timeout=30, every=0.1, what="the stopped slice's record")
     calls = len(gpu.calls)
