@@ -300,18 +300,18 @@ def run(quick: bool = False) -> dict:
         if cpp and without:
             summary[f"{name}: ours without llama-cpp-python vs llama.cpp gguf-f16, 1 thread"] = (
                 without["tok/s"] / cpp["tok/s"])
-        if default_threads > 1:  # as the page and API run it: the process's default threads, llama.cpp given as many
-            o, cpp = pick(name, default_threads, OURS), pick(name, default_threads, "llama.cpp gguf-f16")
-            summary[f"{name}: ours tok/s, {default_threads} threads"] = o["tok/s"]
+        ours_default = pick(name, default_threads, OURS)  # as the page and API run it: the process's threads
+        if default_threads > 1:  # like for like: llama.cpp given as many
+            cpp = pick(name, default_threads, "llama.cpp gguf-f16")
+            summary[f"{name}: ours tok/s, {default_threads} threads"] = ours_default["tok/s"]
             if cpp:
                 summary[f"{name}: ours vs llama.cpp gguf-f16, {default_threads} threads each"] = (
-                    o["tok/s"] / cpp["tok/s"])
+                    ours_default["tok/s"] / cpp["tok/s"])
         # default against default: llama-cpp-python's own n_threads (half the cores), ours at the process's
         cpp = pick(name, LLAMA_CPP_DEFAULT_THREADS, "llama.cpp gguf-f16")
-        if cpp and pick(name, default_threads, OURS):
+        if cpp:
             summary[f"{name}: ours ({default_threads} threads) vs llama.cpp gguf-f16 "
-                    f"({LLAMA_CPP_DEFAULT_THREADS}), each at its default"] = (
-                pick(name, default_threads, OURS)["tok/s"] / cpp["tok/s"])
+                    f"({LLAMA_CPP_DEFAULT_THREADS}), each at its default"] = ours_default["tok/s"] / cpp["tok/s"]
     summary["greedy tokens identical"] = all(r["same tokens as generate"] == "yes" for r in rows
                                              if r["decoder"].startswith("ours") and "sampled" not in r["decoder"])
     if not quick and SAMPLES.is_file() and torch.device("cpu").type == "cpu":
