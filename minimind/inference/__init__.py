@@ -9,6 +9,7 @@ generation.)
   utf8.py      which tokens keep the text completable as UTF-8
   engine.py    the scheduler: a decode thread per model, continuous batching
   decoder_choice.py  plain, speculative or llama.cpp greedy decoding, chosen by timing each
+  threads.py   the decode thread's own PyTorch thread count (one-thread requests), the process's left as is
   draft.py     what guesses for speculative decoding: llama.cpp or the int8 weights
   gguf_context.py llama.cpp contexts of the model: the draft (Q8_0), the exact decoder (float32)
   cpp_decoder.py  llama.cpp as an exact greedy decoder, where llama-cpp-python is installed

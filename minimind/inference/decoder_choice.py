@@ -9,6 +9,15 @@ bound by per-op overhead, and gained 73 % on one bound by memory bandwidth (benc
 So the engine times each on the requests it serves and keeps the fastest. It tries the others
 again now and then, because the machine's load and how often the draft guesses right both change.
 
+Where the process has more than one PyTorch thread, a request may also run on one thread of the
+decode thread's own (threads.py): a small model's passes are bound by per-op overhead, which more
+threads add to, while a larger model's products gain from every thread. Which count a request
+runs on is timed by whole requests (a DecoderChoice over the two counts, where a "pass" is a
+request), and which decoder by pass on each count apart: passes on one count just after passes on
+the other time what neither does in a run of its own. On two cores, passes taking turns between
+the counts timed 4.9 ms a token on one thread and 5.1 on two, while whole requests ran about 4.6
+ms a token on one thread and 6.3 on two (MiniMind-Shakespeare, benchmarks/NOTES.md).
+
 A request keeps the decoder it started with (once the trials are over): moving it between PyTorch
 and llama.cpp makes the other read what it missed, a cost no pass's timing shows. Moved whenever
 the timings crossed, MiniMind-Tang lost 12 % to its fastest decoder alone (benchmarks/NOTES.md).
@@ -27,6 +36,7 @@ DECAY = 0.8     # weight kept by the older timings at each new one: recent passe
 SWITCH = 0.1    # the engine leaves the decoder it uses for one timed this much faster a token: two decoders
                 # within the noise would otherwise swap from one request to the next
 PLAIN, SPECULATIVE, LLAMA_CPP = "plain", "speculative", "llama.cpp"
+PROCESS_THREADS, ONE_THREAD = "the process's threads", "1 thread"   # the counts a request may run on
 
 
 class DecoderChoice:
@@ -91,9 +101,9 @@ class DecoderChoice:
         counts as a run, so that the others take their turns, and the caller chooses again without it."""
         self._runs[name] += 1
 
-    def record(self, name: str, seconds: float, tokens: int, made: bool = False) -> None:
+    def record(self, name: str, seconds: float, tokens: int, made: bool = False) -> bool:
         """One pass of `name` took `seconds` and emitted `tokens`; `made`: it made a draft or a
-        context first (not timed, as a first pass is not)."""
+        context first (not timed, as a first pass is not). True where the pass was timed."""
         self.passes += 1
         self._runs[name] += 1
         self.tokens[name] += tokens
@@ -103,6 +113,8 @@ class DecoderChoice:
             self.timed[name] += 1
             self._seconds[name] = self._seconds[name] * DECAY + seconds
             self._tokens[name] = self._tokens[name] * DECAY + tokens
+            return True
+        return False
 
     def rewarm(self) -> None:
         """The weights changed in place: each decoder's next pass makes its copies again, untimed."""

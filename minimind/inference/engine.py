@@ -25,8 +25,8 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
-from . import cpp_decoder
-from .decoder_choice import LLAMA_CPP, PLAIN, SPECULATIVE, DecoderChoice
+from . import cpp_decoder, threads
+from .decoder_choice import LLAMA_CPP, ONE_THREAD, PLAIN, PROCESS_THREADS, SPECULATIVE, DecoderChoice
 from .draft import Draft
 from .gguf_context import close_all as close_gguf_contexts
 from .recurrent import RecurrentWeights, StateCache, handles as recurrent_handles
@@ -75,6 +75,8 @@ class _Request:
         self.count = 0
         self.done = False
         self.decoder: str | None = None            # alone: the decoder it keeps, once the timings chose one
+        self.threads: str | None = None            # alone: PROCESS_THREADS or ONE_THREAD, for all its passes
+        self.timed = [0.0, 0]                      # alone: seconds and tokens of its timed passes
         self.last_pass: str | None = None          # alone: the decoder of its last pass
 
     @property
@@ -105,14 +107,18 @@ class Engine:
     """Decodes one model's requests (see the module docstring). Thread-safe."""
 
     def __init__(self, model, max_batch: int = 16, speculate: bool | None = None, draft: str | None = None,
-                 llama_cpp: bool | None = None):
+                 llama_cpp: bool | None = None, one_thread: bool = True):
         """`speculate`: True or False decodes lone greedy requests speculatively always or never;
         None (the default) times both where speculation can run and keeps the faster
         (decoder_choice.py). `draft`: what guesses for speculation, "llama.cpp" or "int8"
         (draft.py); None (the default) is llama.cpp where llama-cpp-python is installed and
         the model's GGUF export holds it, int8 otherwise. `llama_cpp`: True decodes lone greedy
         requests through llama.cpp on the float32 weights always (cpp_decoder.py; PyTorch where it
-        cannot), False never; None (the default) times it beside the others where it is offered."""
+        cannot), False never; None (the default) times it beside the others where it is offered.
+        `one_thread`: where the engine times its decoders (`speculate` and `llama_cpp` left to None)
+        on a CPU with more than one PyTorch thread, it also times requests run on one thread of the
+        decode thread's own (threads.py) and keeps the faster count; False: PyTorch passes always
+        run on the process's count."""
         self._model = weakref.ref(model)    # the engine cache is keyed by the model: the engine must not hold it
         self.max_batch = max(1, max_batch)
         # the backend: the transformer layer loop (forward.py) or an LSTM's state (recurrent.py)
@@ -128,10 +134,20 @@ class Engine:
             llama_cpp = False
         self.speculate = speculate
         self.llama_cpp = llama_cpp
-        self.choice = None if speculate is not None or llama_cpp else DecoderChoice(
-            (PLAIN, SPECULATIVE) + (() if llama_cpp is False else (LLAMA_CPP,)))
+        one = (one_thread and speculate is None and not llama_cpp and self.weights.device.type == "cpu"
+               and torch.get_num_threads() > 1 and threads.settable())
+        greedy_names = (PLAIN, SPECULATIVE) + (() if llama_cpp is False else (LLAMA_CPP,))
+        sampled_names = (PLAIN,) + (() if llama_cpp is False else (LLAMA_CPP,))
+        self.choice = None if speculate is not None or llama_cpp else DecoderChoice(greedy_names)
         # a lone sampled request: plain or llama.cpp (its logits, the request's seeded sampler), timed apart
-        self.sampled_choice = DecoderChoice((PLAIN, LLAMA_CPP)) if llama_cpp is None else None
+        self.sampled_choice = DecoderChoice(sampled_names) if llama_cpp is None or one else None
+        # requests on one thread of the decode thread's own (threads.py): the same decoders, timed
+        # apart, and which count a request runs on, timed by request (decoder_choice.py); each keyed
+        # by whether the request is greedy
+        self.one_thread = {True: DecoderChoice(greedy_names), False: DecoderChoice(sampled_names)} if one else None
+        self.counts = {greedy: DecoderChoice((PROCESS_THREADS, ONE_THREAD)) for greedy in (True, False)} \
+            if one else None
+        self._threads = torch.get_num_threads()  # the decode thread's count but on one-thread requests
         self.draft = Draft(self._model, draft)  # what guesses for speculation (draft.py)
         # llama.cpp's exact context (cpp_decoder.py), made on the first pass that uses it
         self.cpp = cpp_decoder.exact_context(self._model) if llama_cpp is not False else None
@@ -199,6 +215,7 @@ class Engine:
     def _loop(self) -> None:
         active: list[_Request] = []
         waiting: list[_Request] = []
+        self._threads = torch.get_num_threads()  # (a new thread takes the process's count)
         while self._next_batch(waiting, idle=not active and not waiting):
             if self._stopping.is_set():
                 for request in active + waiting:
@@ -212,10 +229,11 @@ class Engine:
                     active.append(request)
             active = [r for r in active if r.live]
             try:
-                if len(active) == 1 and (self.cpp is not None or (
+                if len(active) == 1 and (self.cpp is not None or self.sampled_choice is not None or (
                         self.speculate is not False and active[0].sampler.greedy)):
                     self._lone(active[0])
                 elif active:
+                    threads.use(self._threads)
                     self._step(active)
                     for request in active:
                         request.last_pass = None  # (batched: no draft followed it)
@@ -229,7 +247,7 @@ class Engine:
         if model is not None:
             weights = self._prepare(model)  # the same object unless the weights changed in place
             if weights is not self.weights:
-                for choice in (self.choice, self.sampled_choice):
+                for choice in (self.choice, self.sampled_choice, *(self.one_thread or {}).values()):
                     if choice is not None:
                         choice.rewarm()
             self.weights = weights
@@ -238,6 +256,7 @@ class Engine:
     def _prefill(self, request: _Request) -> bool:
         try:
             w = self._weights()
+            threads.use(self._threads)
             request.cache = self._new_cache(w, len(request.prompt) + request.max_new_tokens + self.lookahead + 1)
             request.sampler.observe(request.prompt)
             ids = torch.tensor([request.prompt], dtype=torch.long, device=w.device)
@@ -266,15 +285,20 @@ class Engine:
 
     def _lone(self, request: _Request) -> None:
         """One pass of a request alone in the engine. Greedy: speculative, plain or through llama.cpp;
-        sampled: plain or llama.cpp's logits through the request's own seeded sampler. As `speculate`
-        and `llama_cpp` say, or as the timings so far say (the tokens are the same either way). Each
+        sampled: plain or llama.cpp's logits through the request's own seeded sampler; PyTorch's on the
+        process's threads or, for the whole request, on one. As `speculate` and `llama_cpp` say, or as
+        the timings so far say (the tokens are the same either way). Each
         decoder first reads what it has not seen of the request, untimed (a llama.cpp pass leaves
         PyTorch's KV cache behind, a PyTorch pass leaves llama.cpp's), so a pass is timed on its own
         tokens alone."""
         w = self._weights()  # (weights changed in place: llama.cpp's copy is made again)
         greedy = request.sampler.greedy
-        choice = self.choice if greedy else self.sampled_choice
+        if request.threads is None:  # (its first pass alone: the count of all its passes)
+            request.threads = self.counts[greedy].choose() if self.counts else PROCESS_THREADS
+        one = request.threads == ONE_THREAD
+        choice = self.one_thread[greedy] if one else self.choice if greedy else self.sampled_choice
         if choice is None:
+            threads.use(self._threads)
             if self.llama_cpp and cpp_decoder.ready(self.cpp, w, request.tokens):
                 self._llama_cpp(request)
             elif greedy and self.speculate is not False:
@@ -292,6 +316,8 @@ class Engine:
                 choice.drop(LLAMA_CPP)
             name = choice.choose(leaving_out=LLAMA_CPP)
             request.decoder = name if request.decoder is not None else None
+        # (a PyTorch pass just after passes on the other count is not timed: see decoder_choice.py)
+        moved = name != LLAMA_CPP and threads.use(1 if one else self._threads)
         if name != LLAMA_CPP:
             self._catch_up(w, request)
         if name == SPECULATIVE and request.last_pass != SPECULATIVE:
@@ -305,8 +331,12 @@ class Engine:
         else:
             self._step([request])
         # (a pass that made a draft or a context, first or after the weights changed, is not timed)
-        choice.record(name, time.perf_counter() - start, request.count - count,
-                      made=made != (self.draft.drafts_made, self.cpp.made if self.cpp else 0))
+        seconds, tokens = time.perf_counter() - start, request.count - count
+        if choice.record(name, seconds, tokens,
+                         made=moved or made != (self.draft.drafts_made, self.cpp.made if self.cpp else 0)):
+            request.timed = [request.timed[0] + seconds, request.timed[1] + tokens]
+        if request.done and self.counts is not None and request.timed[1]:
+            self.counts[greedy].record(request.threads, *request.timed)
 
     def _llama_cpp(self, request: _Request) -> None:
         """Up to cpp_decoder.STEPS tokens of `request` from llama.cpp's exact float32 logits, each picked
@@ -343,6 +373,10 @@ class Engine:
             mode = LLAMA_CPP if self.llama_cpp else (SPECULATIVE if self.speculate else PLAIN)
         if self.sampled_choice is not None and sum(self.sampled_choice.tokens.values()):
             mode += "; " + self.sampled_choice.describe("sampled")
+        for greedy, requests in ((True, "greedy"), (False, "sampled")):
+            if self.one_thread is not None and sum(self.one_thread[greedy].tokens.values()):
+                mode += "; on 1 thread, " + self.one_thread[greedy].describe(requests)
+                mode += "; threads " + self.counts[greedy].describe(requests)
         notes = [self.draft.describe()] if self.speculate is not False else []
         if self.cpp is not None and self.cpp.note:
             notes.append(self.cpp.note)
