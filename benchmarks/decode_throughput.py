@@ -17,7 +17,9 @@ Three parts, one run:
    installed, the engine as a user without it runs it (int8 draft, no llama.cpp) is a row of its own.
 2. The shipped models (checkpoints/), a chat prompt from their held-out text, the same rows, at 1
    thread, at the default count (as the page and API run them) and at llama-cpp-python's default
-   (half the cores); llama.cpp is given the row's count. "ours vs llama.cpp gguf-f16" compares with
+   (half the cores); llama.cpp is given the row's count. Above one thread the engine also times
+   requests run on one thread of the decode thread's own (minimind/inference/threads.py); the same
+   engines without that, as they ran before, are rows beside them, greedy and sampled. "ours vs llama.cpp gguf-f16" compares with
    the export a user would run instead: like for like at 1 thread and at the default count, and
    each at its own default.
 3. (full runs) The API under load: 16 clients stream 64-token chat answers at once from a
@@ -65,6 +67,11 @@ SHIPPED = ["minimind-tang", "minimind-shakespeare"]
 LLAMA_CPP_DEFAULT_THREADS = max((os.cpu_count() or 2) // 2, 1)  # llama-cpp-python's n_threads when none is given
 OURS = "ours: engine as chat/API run it"
 OURS_INT8 = "ours without llama-cpp-python: engine as chat/API run it"
+# the same engines with PyTorch passes on the process's threads only (no one-thread requests: threads.py)
+OURS_SHARED = "ours, PyTorch passes on the process's threads only: engine as chat/API run it"
+OURS_INT8_SHARED = "ours without llama-cpp-python, PyTorch passes on the process's threads only"
+SAMPLED = "sampled t=0.8 k=40 p=0.9: "  # before an engine's label: a sampled request, as chat's defaults send
+SAMPLING = {"temperature": 0.8, "top_k": 40, "top_p": 0.9, "seed": 0}
 PLAIN = "ours: engine, speculation off"
 SPEC_INT8 = "ours: engine, speculation on, int8 draft"
 SPEC_CPP = "ours: engine, speculation on, llama.cpp draft"
@@ -128,6 +135,21 @@ def _time_engine(engine, prompt: list[int], **sampling) -> tuple[list[int], floa
         first = first or time.perf_counter() - start
         tokens.append(token)
     return tokens, first, time.perf_counter() - start
+
+
+def _settle(engine, prompt: list[int], sampled: bool) -> None:
+    """Send requests until the engine has timed both thread counts (threads.py), greedy and, with
+    `sampled`, sampled: a user's first few requests, after which it keeps the faster count."""
+    if engine.counts is None:
+        return
+    for greedy in (True, False) if sampled else (True,):
+        for _ in range(20):
+            if engine.counts[greedy].settled:
+                break
+            _time_engine(engine, prompt, **({} if greedy else SAMPLING))
+            thread = engine.retire()  # (the engine records a request's timing just after its last token)
+            if thread is not None:
+                thread.join()
 
 
 class _FirstTokenClock:
@@ -227,12 +249,18 @@ def _compare(label: str, model, tokenizer, prompt: list[int], threads: int, repe
         decoders.update({OURS_INT8: Engine(model, draft="int8", llama_cpp=False),
                          SPEC_CPP: Engine(model, speculate=True, draft="llama.cpp"),
                          CPP_EXACT: Engine(model, llama_cpp=True)})
+    if threads > 1:  # the engines as they ran before one-thread requests, like for like
+        decoders[OURS_SHARED] = Engine(model, one_thread=False)
+        if OURS_INT8 in decoders:
+            decoders[OURS_INT8_SHARED] = Engine(model, draft="int8", llama_cpp=False, one_thread=False)
+    for engine in decoders.values():  # the rows time what the engine chose, not its first trials
+        _settle(engine, prompt, sampled=not quick)
     fns = {name: (lambda engine=engine: _time_engine(engine, prompt)) for name, engine in decoders.items()}
     fns[REFERENCE] = lambda: _time_reference(reference, prompt)
-    ours = decoders[OURS]
-    if not quick:
-        fns["ours: sampled t=0.8 k=40 p=0.9"] = lambda: _time_engine(ours, prompt, temperature=0.8, top_k=40,
-                                                                       top_p=0.9, seed=0)
+    if not quick:  # (a chat's default request samples)
+        for name in (OURS, OURS_INT8, OURS_SHARED, OURS_INT8_SHARED):
+            if name in decoders:
+                fns[SAMPLED + name] = lambda engine=decoders[name]: _time_engine(engine, prompt, **SAMPLING)
     with tempfile.TemporaryDirectory() as folder:
         engines = _gguf_engines(model, tokenizer, Path(folder), threads,
                                 ("f16", "q8_0") if label == "small" else ("f16",))
@@ -243,7 +271,8 @@ def _compare(label: str, model, tokenizer, prompt: list[int], threads: int, repe
             for llm in engines.values():
                 llm.close()
     ref_speed, _, ref_tokens = results[REFERENCE]
-    modes = {name: decoders[name].describe() for name in (OURS, OURS_INT8) if name in decoders}
+    modes = {name: decoders[name].describe() for name in (OURS, OURS_INT8, OURS_SHARED, OURS_INT8_SHARED)
+             if name in decoders}
     return [{"model": label, "weights": weights, "threads": threads,
              "decoder": name + (f" ({modes[name]})" if name in modes else ""), "tok/s": speed,
              "vs generate": speed / ref_speed, "TTFT ms": ttft,
@@ -307,6 +336,13 @@ def run(quick: bool = False) -> dict:
             if cpp:
                 summary[f"{name}: ours vs llama.cpp gguf-f16, {default_threads} threads each"] = (
                     ours_default["tok/s"] / cpp["tok/s"])
+            # what timing one-thread requests gives at the process's count (greedy; sampled, as chat sends by default)
+            for label, on, off in (("", OURS, OURS_SHARED), (" without llama-cpp-python", OURS_INT8, OURS_INT8_SHARED)):
+                for prefix, request in (("", "greedy"), (SAMPLED, "sampled")):
+                    a, b = pick(name, default_threads, prefix + on), pick(name, default_threads, prefix + off)
+                    if a and b:
+                        summary[f"{name}: ours{label}, one-thread requests timed / off, {default_threads} threads, "
+                                f"{request}"] = a["tok/s"] / b["tok/s"]
         # default against default: llama-cpp-python's own n_threads (half the cores), ours at the process's
         cpp = pick(name, LLAMA_CPP_DEFAULT_THREADS, "llama.cpp gguf-f16")
         if cpp:
