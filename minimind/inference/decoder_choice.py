@@ -40,7 +40,8 @@ PROCESS_THREADS, ONE_THREAD = "the process's threads", "1 thread"   # the counts
 
 
 class DecoderChoice:
-    """Seconds per token of each greedy decoder (`names`, in the order they take turns), as measured in use."""
+    """Seconds per token of each greedy decoder (`names`, in the order they take turns), as measured in use.
+    (The engine also times its two thread counts with one, a request standing for a pass.)"""
 
     def __init__(self, names: tuple[str, ...] = (PLAIN, SPECULATIVE)):
         self.names = list(names)
