@@ -28,9 +28,9 @@ def _omp_set_num_threads():
     """OpenMP's per-thread setter, as PyTorch's own runtime exports it; None where there is none."""
     if "OpenMP" not in torch.__config__.parallel_info():
         return None
-    try:
+    try:  # (the symbols the process has loaded: a TypeError on Windows, where CDLL needs a name)
         setter = ctypes.CDLL(None).omp_set_num_threads
-    except (AttributeError, OSError):
+    except (AttributeError, OSError, TypeError):
         return None
     setter.argtypes, setter.restype = [ctypes.c_int], None
     return setter

@@ -130,3 +130,23 @@ def test_no_one_thread_requests_where_they_cannot_differ_or_are_turned_off(two_t
     engine = Engine(model, draft="int8", llama_cpp=False)
     assert engine.one_thread is None and engine.choice.names == [PLAIN, SPECULATIVE]
     assert LLAMA_CPP not in engine.choice.names
+
+
+def test_a_process_without_openmps_setter_decodes_on_its_own_count(two_threads, monkeypatch):
+    """Where OpenMP's per-thread setter cannot be found (no such symbol; Windows, where ctypes cannot
+    open the process itself), the engine offers no one-thread requests and `use` changes nothing."""
+    import ctypes
+
+    for failure in (TypeError("LoadLibrary() argument 1 must be str, not None"), OSError("no such library")):
+        def missing(*args, failure=failure, **kwargs):
+            raise failure
+
+        monkeypatch.setattr(ctypes, "CDLL", missing)
+        threads._omp_set_num_threads.cache_clear()
+        try:
+            assert not threads.settable() and threads.use(1) is False
+            assert Engine(_model(), draft="int8", llama_cpp=False).one_thread is None
+        finally:
+            monkeypatch.undo()
+            threads._omp_set_num_threads.cache_clear()
+    assert threads.settable()
