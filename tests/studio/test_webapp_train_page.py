@@ -356,3 +356,87 @@ def test_a_plot_once_drawn_never_gets_none():
     assert update["x_title"] == "步数" and len(update["value"]) == 0
     assert train.kept_drawn({"__type__": "update", "visible": True}, train.LOSS_COLUMNS) == {
         "__type__": "update", "visible": True}  # no value given: none set
+
+
+def _skipped(output) -> bool:
+    """An output the answer leaves as the page has it (gr.skip(), as the page receives it)."""
+    return isinstance(output, dict) and output.get("__type__") == "update" and "value" not in output and all(
+        _skipped(v) for k, v in output.items() if k != "__type__")
+
+
+def _tick(url: str, dependency: dict, data: list, session: str) -> list:
+    """The outputs of one tick of the page's watch, called as the page calls it (queue/join by
+    number, the page's session: its States kept between calls)."""
+    import json
+
+    import httpx
+
+    with httpx.Client(timeout=30) as http:
+        joined = http.post(f"{url}/gradio_api/queue/join", json={
+            "data": data, "fn_index": dependency["id"], "session_hash": session, "event_data": None,
+            "trigger_id": dependency["targets"][0][0]})
+        assert joined.status_code == 200, joined.text
+        with http.stream("GET", f"{url}/gradio_api/queue/data", params={"session_hash": session}) as stream:
+            for line in stream.iter_lines():
+                message = json.loads(line[6:]) if line.startswith("data: ") else {}
+                if message.get("msg") == "process_completed":
+                    assert message["success"], message
+                    return message["output"]["data"]
+    raise AssertionError("no answer")
+
+
+def test_a_tick_of_the_page_is_one_event_that_sends_only_what_changed(tmp_path):
+    """Every 2 s the page asks for all it shows of the run in one event (five chained events made
+    the browser update itself five times a tick), and gets back only what changed since its last
+    answer: an unchanged plot, log or table is not drawn again (with no run training, the page
+    kept a third of a CPU core busy in the browser). The message is sent each time (Stop and
+    Resume write it too); another page (session) gets everything."""
+    ws, shipped = page_workspace(tmp_path)
+    app = build_app(tmp_path / "ws", shipped_dir=shipped, background_jobs=False)
+    with LiveServer(app, free_port()) as server:
+        import httpx
+
+        config = httpx.get(server.url + "/config").json()
+        names = {c["id"]: c.get("props", {}).get("elem_id") for c in config["components"]}
+        (tick,) = [d for d in config["dependencies"] if any(t[1] == "tick" for t in d["targets"])]
+        shown = [names[i] for i in tick["outputs"]]
+        for elem in ("train-progress", "train-facts", "loss-plot", "train-log", "runs-table", "train-queue",
+                     "train-run", "objective-plot", "rollouts-table", "train-message", "confusion-table"):
+            assert elem in shown, (elem, shown)
+        data = [None] * len(tick["inputs"])
+        first = dict(zip(shown, _tick(server.url, tick, data, "page-1")))
+        assert first["loss-plot"]["columns"] == ["step", "loss", "series"] and first["runs-table"]["data"] == []
+        again = dict(zip(shown, _tick(server.url, tick, data, "page-1")))
+        assert all(_skipped(again[e]) for e in ("train-progress", "loss-plot", "train-log", "runs-table",
+                                                "train-queue", "objective-plot", "rollouts-table")), again
+        assert again["train-message"] == ""  # sent each time
+        ctx = AppContext(ws, JobManager(ws), shipped_dir=shipped)
+        _run(ctx, "r1", {"state": "running", "mode": "lora", "step": 1, "total": 4}, [{"step": 1, "loss": 3.0}],
+             log="step 1\n")
+        changed = dict(zip(shown, _tick(server.url, tick, data, "page-1")))
+        assert "step" in changed["train-progress"] and changed["runs-table"]["data"][0][0] == "r1"
+        assert [row[1] for row in changed["loss-plot"]["data"]] == [3.0, None]
+        assert _skipped(changed["train-queue"])  # still empty
+        other = dict(zip(shown, _tick(server.url, tick, data, "page-2")))  # another page: all of it
+        assert not _skipped(other["train-queue"]) and other["loss-plot"] == changed["loss-plot"]
+
+
+def test_changed_only_skips_what_was_sent_and_sends_all_after_a_reset():
+    import pandas as pd
+
+    answers = iter([("a", pd.DataFrame({"x": [1.0]}), "m"), ("a", pd.DataFrame({"x": [1.0]}), "m"),
+                    ("a", pd.DataFrame({"x": [2.0]}), "m"), ({"__type__": "update"}, pd.DataFrame({"x": [2.0]}), "m"),
+                    ("a", pd.DataFrame({"x": [2.0]}), "m"), ("a", pd.DataFrame({"x": [2.0]}), "m")])
+    watch = run_view.changed_only(lambda: next(answers), 3, always=(2,))
+    skip = {"__type__": "update"}
+    *out, sent = watch(None)
+    assert out[0] == "a" and out[2] == "m"
+    *out, sent = watch(sent)
+    assert out[:2] == [skip, skip] and out[2] == "m"  # unchanged: skipped; `always`: sent
+    *out, sent = watch(sent)
+    assert out[0] == skip and list(out[1]["x"]) == [2.0]
+    *out, sent = watch(sent)  # an update that says nothing keeps what the page has
+    *out, sent = watch(sent)
+    assert out[0] == skip
+    *out, sent = watch(None)  # reset (Start pressed): all of it again
+    assert out[0] == "a" and list(out[1]["x"]) == [2.0]

@@ -11,6 +11,7 @@ and the run errors in Chinese (an API client, which sends no language, gets the 
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import gradio as gr
@@ -49,6 +50,43 @@ OBJECTIVE_FACTS = {  # (status key, i18n key of its label, format)
     "grpo": (("val_reward", "f_val_reward", "{:.3f}"), ("val_answer_tokens", "f_val_answer_tokens", "{:.0f}")),
     "classify": (("val_accuracy", "f_val_class_accuracy", "{:.3f}"), ("val_macro_f1", "f_val_macro_f1", "{:.3f}")),
 }
+
+
+def changed_only(fn, outputs: int, always: tuple[int, ...] = ()):
+    """`fn` as the page's watch calls it every 2 s: each output the page already shows (as this
+    page was last sent it) comes back as gr.skip(), which the browser leaves as it is. Re-sent each
+    tick, an unchanged plot, table and log were drawn again: a page left open on the Train tab, no
+    run training, kept a third of a CPU core busy in the browser and a tenth in the server. The
+    answer takes the page's `sent` State first and returns it last (what each output was sent as).
+    An output that other events write too is either in `always` (sent each time) or has those events
+    set `sent` to None (all sent again)."""
+    def answer(sent, *args):
+        values = fn(*args)
+        values = tuple(values) if outputs > 1 else (values,)
+        before = sent if isinstance(sent, list) and len(sent) == outputs else [None] * outputs
+        marks = [_sent_as(v) for v in values]
+        shown = tuple(gr.skip() if mark is not None and mark == was and i not in always else value
+                      for i, (value, mark, was) in enumerate(zip(values, marks, before)))
+        kept = [was if mark is None else mark for mark, was in zip(marks, before)]
+        return (*shown, kept)
+    return answer
+
+
+def _sent_as(value) -> str | None:
+    """A short fingerprint of an output's value for changed_only; None for an update that says
+    nothing (the output stays as it was)."""
+    def plain(v):
+        if isinstance(v, pd.DataFrame):
+            return ["frame", list(map(str, v.columns)), v.to_json(orient="values", date_format="iso")]
+        if isinstance(v, dict):
+            return {str(k): plain(x) for k, x in sorted(v.items(), key=lambda kv: str(kv[0]))}
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        return repr(v)
+
+    if isinstance(value, dict) and set(value) == {"__type__"}:
+        return None
+    return hashlib.sha1(repr(plain(value)).encode()).hexdigest()
 
 
 def run_choices(ctx: AppContext) -> list[str]:
