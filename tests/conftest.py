@@ -85,3 +85,27 @@ def studio_page(request, tmp_path):
         yield studio
         if studio.page is not None and request.node.stash.get(_CALL_FAILED, False):
             studio.screenshot(f"{request.node.name}-failure")
+
+
+# The two test processes take the files longest first (tests/file_order.py)
+
+def pytest_addoption(parser):
+    parser.addoption("--record-file-seconds", action="store_true",
+                     help="update tests/file_seconds.json (the order the test processes take the files in) "
+                          "with this run's seconds per file")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "loadfile":
+        return None
+    from file_order import LongestFileFirst
+
+    return LongestFileFirst(config, log)
+
+
+def pytest_configure(config):
+    if config.getoption("record_file_seconds") and not os.environ.get("PYTEST_XDIST_WORKER"):
+        from file_order import FileSeconds
+
+        config.pluginmanager.register(FileSeconds(), "file-seconds")
