@@ -111,10 +111,13 @@ def test_regex_rewards_that_would_expand_are_refused_before_they_compile(studio)
             assert event == "error" and "repeats 300,000 times" in _clean(payload["error"], root), payload
             assert took < 5, (api, took)
     assert rss_mb(proc.pid) - before < 50
+    # the first two are refused by their counts, the nested one by compiling it in a child process under a
+    # memory limit (pattern.py): its start is most of the time, 1.2 s on a loaded CI machine; a compile
+    # let through would take minutes or gigabytes (the memory bound below holds it)
     for pattern in ("a{1000000000}", "(?:ab){4294967294}", "(?:(?:a{100}){100}){100}"):
         event, payload, took = _call(url, "/start_training",
                                      _training(url, **grpo, rewards=[{"name": "regex", "pattern": pattern}]))
-        assert event == "error" and "regex" in _clean(payload["error"], root) and took < 1.0, (pattern, took)
+        assert event == "error" and "regex" in _clean(payload["error"], root) and took < 5, (pattern, took)
     event, payload, _ = _call(url, "/start_training", _training(url, **grpo, rewards=[{"name": "form", "weight": 1e308}]))
     assert event == "error" and "between 0 and 1000" in payload["error"]
     assert not list((root / "ws" / "runs").iterdir())  # nothing was queued
