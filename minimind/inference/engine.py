@@ -76,7 +76,8 @@ class _Request:
         self.done = False
         self.decoder: str | None = None            # alone: the decoder it keeps, once the timings chose one
         self.threads: str | None = None            # alone: PROCESS_THREADS or ONE_THREAD, for all its passes
-        self.timed = [0.0, 0]                      # alone: seconds and tokens of its timed passes
+        self.timed_s = 0.0                         # alone: seconds of its timed passes
+        self.timed_tokens = 0                      # alone: tokens of its timed passes
         self.last_pass: str | None = None          # alone: the decoder of its last pass
 
     @property
@@ -334,9 +335,10 @@ class Engine:
         seconds, tokens = time.perf_counter() - start, request.count - count
         if choice.record(name, seconds, tokens,
                          made=moved or made != (self.draft.drafts_made, self.cpp.made if self.cpp else 0)):
-            request.timed = [request.timed[0] + seconds, request.timed[1] + tokens]
-        if request.done and self.counts is not None and request.timed[1]:
-            self.counts[greedy].record(request.threads, *request.timed)
+            request.timed_s += seconds
+            request.timed_tokens += tokens
+        if request.done and self.counts is not None and request.timed_tokens:
+            self.counts[greedy].record(request.threads, request.timed_s, request.timed_tokens)
 
     def _llama_cpp(self, request: _Request) -> None:
         """Up to cpp_decoder.STEPS tokens of `request` from llama.cpp's exact float32 logits, each picked
