@@ -169,8 +169,12 @@ class StudioPage:
     # the steps many walks take, each as a person does it on the page
 
     def inspect_upload(self, path: Path) -> None:
-        """Corpus tab: upload the file at `path` and press Inspect."""
-        self.page.locator("#tab-corpus input[type=file]").first.set_input_files(str(path))
+        """Corpus tab: upload the file at `path` and press Inspect once the upload has finished (its
+        download link shows): pressed while the page still says "Uploading", Inspect reads no file."""
+        from playwright.sync_api import expect
+
+        self.page.locator("#corpus-upload input[type=file]").set_input_files(str(path))
+        expect(self.page.locator(f'#corpus-upload a[download="{path.name}"]')).to_be_visible(timeout=60_000)
         self.page.locator("#inspect-btn").click()
 
     def save_corpus(self, name: str, saved: str = "Saved corpus", timeout: float = 120_000) -> None:

@@ -82,7 +82,7 @@ def stored_files(ctx: AppContext, uploads, sample: str | None) -> list[str]:
         shutil.copyfile(license_file, stored.parent / license_file.name)
         paths.append(str(stored))
     if not paths:
-        raise WorkspaceError("upload at least one file or pick a sample")
+        raise WorkspaceError("upload at least one file or pick a sample (an upload counts once the file shows its size)")
     return paths
 
 
@@ -282,7 +282,7 @@ def build(ctx: AppContext) -> None:
     with gr.Row():
         with gr.Column(scale=2):
             uploads = gr.File(label=t("upload"), file_count="multiple",
-                              file_types=list(ALLOWED_TYPES))
+                              file_types=list(ALLOWED_TYPES), elem_id="corpus-upload")
         with gr.Column(scale=1):
             sample = gr.Dropdown(sample_choices(), value=None, label=t("sample"))
             kind = gr.Dropdown([(t(f"kind_{k}"), k) for k in KINDS], value="auto", label=t("kind"))
