@@ -3,6 +3,9 @@ trainer's measured steps, messages in the page's words (no command-line hints) t
 run's real state, a loss legend that names both lines, and a Runs table with named columns.
 Fast: model folders are stand-ins (a config.json), run folders are written by hand."""
 
+import subprocess
+import sys
+
 import pytest
 from gradio_client import Client
 
@@ -12,7 +15,7 @@ from webapp.app import build_app
 from webapp.context import AppContext
 from webapp.i18n import EN, ZH
 from webapp.jobs import JobManager
-from webapp.tabs import run_view, train_form
+from webapp.tabs import run_view, train, train_form
 from webapp.tabs.train_form import TrainForm
 from webapp import workspace
 from webapp.workspace import Workspace, WorkspaceError
@@ -386,7 +389,8 @@ def _tick(url: str, dependency: dict, data: list, session: str) -> list:
 
 
 def test_a_tick_of_the_page_is_one_event_that_sends_only_what_changed(tmp_path):
-    """Every 2 s the page asks for all it shows of the run in one event (five chained events made
+    """Every 2 s while a run trains (10 s while none does or waits) the page asks for all it shows
+    of the run in one event (five chained events made
     the browser update itself five times a tick), and gets back only what changed since its last
     answer: an unchanged plot, log or table is not drawn again (with no run training, the page
     kept a third of a CPU core busy in the browser). The message is sent each time (Stop and
@@ -397,7 +401,7 @@ def test_a_tick_of_the_page_is_one_event_that_sends_only_what_changed(tmp_path):
         import httpx
 
         config = httpx.get(server.url + "/config").json()
-        names = {c["id"]: c.get("props", {}).get("elem_id") for c in config["components"]}
+        names = {c["id"]: c.get("props", {}).get("elem_id") or c.get("type") for c in config["components"]}
         (tick,) = [d for d in config["dependencies"] if any(t[1] == "tick" for t in d["targets"])]
         shown = [names[i] for i in tick["outputs"]]
         for elem in ("train-progress", "train-facts", "loss-plot", "train-log", "runs-table", "train-queue",
@@ -406,17 +410,27 @@ def test_a_tick_of_the_page_is_one_event_that_sends_only_what_changed(tmp_path):
         data = [None] * len(tick["inputs"])
         first = dict(zip(shown, _tick(server.url, tick, data, "page-1")))
         assert first["loss-plot"]["columns"] == ["step", "loss", "series"] and first["runs-table"]["data"] == []
+        assert first["timer"] == train.WATCH_IDLE_S  # nothing trains: the page asks again in 10 s
         again = dict(zip(shown, _tick(server.url, tick, data, "page-1")))
         assert all(_skipped(again[e]) for e in ("train-progress", "loss-plot", "train-log", "runs-table",
-                                                "train-queue", "objective-plot", "rollouts-table")), again
+                                                "train-queue", "objective-plot", "rollouts-table", "timer")), again
         assert again["train-message"] == ""  # sent each time
         ctx = AppContext(ws, JobManager(ws), shipped_dir=shipped)
-        _run(ctx, "r1", {"state": "running", "mode": "lora", "step": 1, "total": 4}, [{"step": 1, "loss": 3.0}],
-             log="step 1\n")
-        changed = dict(zip(shown, _tick(server.url, tick, data, "page-1")))
+        # a running run: its process lives, and its command line names minimind (as the trainer's does)
+        trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "minimind"])
+        try:
+            _run(ctx, "r1", {"state": "running", "mode": "lora", "step": 1, "total": 4, "pid": trainer.pid},
+                 [{"step": 1, "loss": 3.0}], log="step 1\n")
+            changed = dict(zip(shown, _tick(server.url, tick, data, "page-1")))
+            again = _tick(server.url, tick, data, "page-1")
+        finally:
+            trainer.kill()
+            trainer.wait()
         assert "step" in changed["train-progress"] and changed["runs-table"]["data"][0][0] == "r1"
         assert [row[1] for row in changed["loss-plot"]["data"]] == [3.0, None]
         assert _skipped(changed["train-queue"])  # still empty
+        assert changed["timer"] == train.WATCH_BUSY_S  # a run trains: every 2 s
+        assert _skipped(again[shown.index("timer")])
         other = dict(zip(shown, _tick(server.url, tick, data, "page-2")))  # another page: all of it
         assert not _skipped(other["train-queue"]) and other["loss-plot"] == changed["loss-plot"]
 

@@ -138,6 +138,9 @@ def visibility(mode, weights, base, task) -> list:
 
 OBJECTIVE_ROW = ("weights", "beta", "teacher", "temperature", "kl_weight")  # the dpo / distill / grpo row
 VISIBLE = (*OBJECTIVE_ROW, "grpo", "rank", "alpha", "architecture", "extend_vocab", "class_weights")
+# the page's watch: every 2 s while a run trains or waits in the queue; every 10 s otherwise, when each
+# tick finds nothing new (a run started elsewhere, by the API or another page, shows within 10 s)
+WATCH_BUSY_S, WATCH_IDLE_S = 2.0, 10.0
 FRESH_START_S = 6.0  # after Start, a watch asked for about another run is not shown for this long
 
 
@@ -357,7 +360,7 @@ def build(ctx: AppContext) -> None:
                                    label=t("compare_curve"), elem_id="compare-plot")
         compare_table = gr.Dataframe(lambda: headed(compare.empty_table()), label=t("compare_table"),
                                      interactive=False, elem_id="compare-table")
-    timer = gr.Timer(2.0)
+    timer = gr.Timer(WATCH_BUSY_S)  # the watch sets it: every 2 s while a run trains or waits, else every 10 s
     sent = gr.State(None)  # what the page's watch last sent this page (see changed_only)
     picked = gr.State(False)  # whether the user chose the corpus (else the Train tab offers the one saved last)
 
@@ -488,7 +491,7 @@ def build(ctx: AppContext) -> None:
         api_description=f"{form_help}: queue the run; returns its id (in the Run box) and a message.")
     stop_btn.click(user_errors(stop_training), [run_id], [message], api_name="stop_training",
                    api_description="Stop run `run_id` (its last checkpoint is kept).")
-    resume_btn.click(user_errors(resume_training), [run_id], [message], api_name="resume_training",
+    resumed = resume_btn.click(user_errors(resume_training), [run_id], [message], api_name="resume_training",
                      api_description="Resume run `run_id`, stopped or failed, from its last checkpoint.")
     # the API's watch endpoints answer as ever (a plot's value None, the objective plot visible False) on a
     # trigger no page shows: a page's plots get what keeps them drawn (kept_drawn), from its own watch below
@@ -506,21 +509,24 @@ def build(ctx: AppContext) -> None:
     def page_watch(r, series, confusion_key):
         """All the page's watch shows, in one answer. It was five chained events a tick, and the
         browser updated itself after each: with nothing training, a page open on the Train tab used
-        7.5 s of the browser's CPU in 30 s with five, 4.2 s with one (2.4 s with no watch at all)."""
+        7.5 s of the browser's CPU in 30 s with five, 4.2 s with one (2.4 s with no watch at all).
+        Its last output is the page's timer: 2 s while a run trains or waits, 10 s otherwise."""
         bar, said, plot, text, table, waiting, choice = watched(r)
         if isinstance(choice, dict) and choice.get("value"):
             r = choice["value"]  # the run this answer picked (no run chosen yet): the rest is of it
         box, objective, series = objective_watched(r, series)
+        busy = ctx.jobs.active() is not None or bool(ctx.jobs.queue())
         return (bar, said, plot, text, table, waiting, choice, box, objective, series, rollouts_of(r),
-                run_message(ctx, r), *confusion_of(r, confusion_key))
+                run_message(ctx, r), *confusion_of(r, confusion_key), WATCH_BUSY_S if busy else WATCH_IDLE_S)
 
     page_outputs = [*watch_outputs, objective_box, objective_plot, drawn, rollouts, message, confusion_md, confusion,
-                    confusion_drawn]
+                    confusion_drawn, timer]
     page_watcher = changed_only(fresh(user_errors(page_watch), len(page_outputs)), len(page_outputs),
                                 always=(page_outputs.index(message),))  # (Stop, Resume and Start write it too)
-    # the page's watch: every 2 s, on Refresh, and at once for the new run after Start; each answer
-    # sends only what changed since this page's last one (changed_only; Start's press sends all again)
-    for event in (timer.tick, refresh_btn.click, started_run.success):
+    # the page's watch: on its timer (which it sets: WATCH_BUSY_S, WATCH_IDLE_S), on Refresh, and at once
+    # after Start and Resume; each answer sends only what changed since this page's last one
+    # (changed_only; Start's press sends all again)
+    for event in (timer.tick, refresh_btn.click, started_run.success, resumed.success):
         event(page_watcher, [sent, run_id, drawn, confusion_drawn], [*page_outputs, sent], **quiet)
 
     def choices():
