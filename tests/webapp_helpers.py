@@ -164,8 +164,8 @@ class StudioPage:
         browser, self.page = chromium_page(pw, CHROMIUM, **({"locale": locale} if locale else {}), **options)
         self._stack.callback(browser.close)
         self.page.goto(self.url)
-        # the page draws itself after it loads: under the suite's load, more than expect()'s 5 s
-        self.page.locator("#title").wait_for(timeout=60_000)
+        # the page draws itself (or its login) after it loads: under the suite's load, more than expect()'s 5 s
+        self.page.locator("#title, input[type=password]").first.wait_for(timeout=60_000)
         return self.page
 
     # the steps many walks take, each as a person does it on the page
