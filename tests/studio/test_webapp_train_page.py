@@ -3,8 +3,10 @@ trainer's measured steps, messages in the page's words (no command-line hints) t
 run's real state, a loss legend that names both lines, and a Runs table with named columns.
 Fast: model folders are stand-ins (a config.json), run folders are written by hand."""
 
+import os
 import subprocess
 import sys
+import time
 
 import pytest
 from gradio_client import Client
@@ -431,6 +433,12 @@ def test_a_tick_of_the_page_is_one_event_that_sends_only_what_changed(tmp_path):
         assert _skipped(changed["train-queue"])  # still empty
         assert changed["timer"] == train.WATCH_BUSY_S  # a run trains: every 2 s
         assert _skipped(again[shown.index("timer")])
+        run = RunDir(ws.runs / "r1")
+        run.write_status(state="stopped")  # just now: its last log line may follow, so every 2 s still
+        assert _skipped(_tick(server.url, tick, data, "page-1")[shown.index("timer")])
+        for path in (run.status_file, run.log_file):  # nothing written for a minute: every 10 s
+            os.utime(path, (time.time() - 60, time.time() - 60))
+        assert _tick(server.url, tick, data, "page-1")[shown.index("timer")] == train.WATCH_IDLE_S
         other = dict(zip(shown, _tick(server.url, tick, data, "page-2")))  # another page: all of it
         assert not _skipped(other["train-queue"]) and other["loss-plot"] == changed["loss-plot"]
 

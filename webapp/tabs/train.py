@@ -138,9 +138,10 @@ def visibility(mode, weights, base, task) -> list:
 
 OBJECTIVE_ROW = ("weights", "beta", "teacher", "temperature", "kl_weight")  # the dpo / distill / grpo row
 VISIBLE = (*OBJECTIVE_ROW, "grpo", "rank", "alpha", "architecture", "extend_vocab", "class_weights")
-# the page's watch: every 2 s while a run trains or waits in the queue; every 10 s otherwise, when each
-# tick finds nothing new (a run started elsewhere, by the API or another page, shows within 10 s)
-WATCH_BUSY_S, WATCH_IDLE_S = 2.0, 10.0
+# the page's watch: every 2 s while a run trains or waits in the queue, or wrote its status or log in
+# the last WATCH_SETTLE_S (a stopped run's last log line comes after its state); every 10 s otherwise,
+# when each tick finds nothing new (a run started elsewhere, by the API or another page, shows within 10 s)
+WATCH_BUSY_S, WATCH_IDLE_S, WATCH_SETTLE_S = 2.0, 10.0, 20.0
 FRESH_START_S = 6.0  # after Start, a watch asked for about another run is not shown for this long
 
 
@@ -219,6 +220,19 @@ def kept_drawn(plot, columns: list[str], series: tuple[str, ...] = ()):
 LOSS_COLUMNS = ["step", "loss", "series"]
 OBJECTIVE_COLUMNS = ["step", "value", "series"]
 
+
+
+def _wrote_lately(runs, within_s: float = WATCH_SETTLE_S) -> bool:
+    """Whether any of `runs` wrote its status or its log in the last `within_s` seconds."""
+    now = time.time()
+    for run in runs:
+        for path in (run.status_file, run.log_file):
+            try:
+                if now - path.stat().st_mtime < within_s:
+                    return True
+            except OSError:
+                pass
+    return False
 
 def build(ctx: AppContext) -> None:
     gr.Markdown(device_line)
@@ -515,7 +529,7 @@ def build(ctx: AppContext) -> None:
         if isinstance(choice, dict) and choice.get("value"):
             r = choice["value"]  # the run this answer picked (no run chosen yet): the rest is of it
         box, objective, series = objective_watched(r, series)
-        busy = ctx.jobs.active() is not None or bool(ctx.jobs.queue())
+        busy = ctx.jobs.active() is not None or bool(ctx.jobs.queue()) or _wrote_lately(ctx.jobs.runs())
         return (bar, said, plot, text, table, waiting, choice, box, objective, series, rollouts_of(r),
                 run_message(ctx, r), *confusion_of(r, confusion_key), WATCH_BUSY_S if busy else WATCH_IDLE_S)
 
