@@ -224,3 +224,19 @@ def test_login_is_required_when_auth_is_set(tmp_path):
             good = session.post("/login", data={"username": "ada", "password": "lovelace"})
             assert good.status_code == 200
             assert session.get("/config").status_code == 200
+
+
+def test_the_page_queue_looks_for_work_every_10_ms_not_every_1_ms(tmp_path):
+    """Gradio's queue polls an empty queue every 1 ms and pending progress every 10 ms, which kept
+    an idle server at 0.067 of a core (benchmarks/NOTES.md, "page_cpu"). The served app's queue
+    has the calmer intervals; were Gradio to rename the attributes, this fails rather than the
+    setting silently doing nothing. An event still runs through the queue."""
+    from webapp import app as webapp_app
+
+    app = build_app(tmp_path / "ws", shipped_dir=make_shipped(tmp_path / "checkpoints"), background_jobs=False)
+    queue = webapp_app._mounted_gradio(app).get_blocks()._queue
+    assert queue.sleep_when_free == webapp_app.QUEUE_LOOK_S == 0.01
+    assert queue.progress_update_sleep_when_free == webapp_app.QUEUE_PROGRESS_S == 0.05
+    with LiveServer(app, free_port()) as server:
+        runs = Client(server.url, verbose=False).predict(api_name="/watch_run")
+        assert "Queue" in runs[5]
