@@ -34,6 +34,7 @@ from minimind.training.reporting import REPORT_TO
 from .. import work
 from ..context import AppContext, user_errors, user_errors_gen
 from ..imports import import_steps
+from ..jobs import ACTIVE
 from ..i18n import headed, t, tr
 from ..workspace import WorkspaceError
 from . import compare, grpo
@@ -221,11 +222,13 @@ LOSS_COLUMNS = ["step", "loss", "series"]
 OBJECTIVE_COLUMNS = ["step", "value", "series"]
 
 
-
-def _wrote_lately(runs, within_s: float = WATCH_SETTLE_S) -> bool:
-    """Whether any of `runs` wrote its status or its log in the last `within_s` seconds."""
+def _busy(runs, within_s: float = WATCH_SETTLE_S) -> bool:
+    """Whether any of `runs` trains or waits in the queue, or wrote its status or log in the last
+    `within_s` seconds: the page's watch then ticks every WATCH_BUSY_S. One pass over the runs."""
     now = time.time()
     for run in runs:
+        if run.read_status().get("state") in (*ACTIVE, "queued"):
+            return True
         for path in (run.status_file, run.log_file):
             try:
                 if now - path.stat().st_mtime < within_s:
@@ -233,6 +236,7 @@ def _wrote_lately(runs, within_s: float = WATCH_SETTLE_S) -> bool:
             except OSError:
                 pass
     return False
+
 
 def build(ctx: AppContext) -> None:
     gr.Markdown(device_line)
@@ -529,7 +533,7 @@ def build(ctx: AppContext) -> None:
         if isinstance(choice, dict) and choice.get("value"):
             r = choice["value"]  # the run this answer picked (no run chosen yet): the rest is of it
         box, objective, series = objective_watched(r, series)
-        busy = ctx.jobs.active() is not None or bool(ctx.jobs.queue()) or _wrote_lately(ctx.jobs.runs())
+        busy = _busy(ctx.jobs.runs())
         return (bar, said, plot, text, table, waiting, choice, box, objective, series, rollouts_of(r),
                 run_message(ctx, r), *confusion_of(r, confusion_key), WATCH_BUSY_S if busy else WATCH_IDLE_S)
 
