@@ -4,6 +4,8 @@ checkpoints/step-N/
   config.json, model.safetensors, tokenizer files   (or a peft adapter folder)
   trainer/state.json            step, epoch position, counters, Python RNG, optimizer hyper-params
   trainer/optimizer.safetensors optimizer moments and the torch RNG states
+  trainer/average.safetensors   with optim.ema: the trained weights and their average (the model
+                                folder holds the average; training/ema.py)
 
 A checkpoint is written into a hidden temporary folder and renamed into place,
 so a folder named step-N is always complete. Nothing is deleted under its own
@@ -104,21 +106,26 @@ def _python_rng_from_json(data) -> tuple:
     return (version, tuple(internal), gauss)
 
 
+AVERAGE_FILE = "average.safetensors"  # in trainer/
+
+
 def save_checkpoint(root: Path, step: int, write_model, optimizer_state: dict, trainer_state: dict,
-                    keep: int) -> Path:
+                    keep: int, average: dict | None = None) -> Path:
     """Write checkpoint step-N atomically and keep the newest `keep` ones.
 
-    `write_model(folder)` saves the model (or adapter) and tokenizer into `folder`.
+    `write_model(folder)` saves the model (or adapter) and tokenizer into `folder`; `average`, the
+    tensors of a weight average (training/ema.py), goes beside the optimizer state.
     """
     try:
-        return _save(root, step, write_model, optimizer_state, trainer_state, keep)
+        return _save(root, step, write_model, optimizer_state, trainer_state, keep, average)
     except OSError as err:
         where = f"{root.parent.name}/{root.name}" if root.parent.name else root.name
         raise TrainingError(f"cannot write checkpoint step-{step} into {where} ({err.strerror or err}); "
                             "free some disk space or make the run folder writable, then resume") from None
 
 
-def _save(root: Path, step: int, write_model, optimizer_state: dict, trainer_state: dict, keep: int) -> Path:
+def _save(root: Path, step: int, write_model, optimizer_state: dict, trainer_state: dict, keep: int,
+          average: dict | None) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step}"
     tmp = root / f"{TMP}step-{step}"
@@ -133,6 +140,8 @@ def _save(root: Path, step: int, write_model, optimizer_state: dict, trainer_sta
         for i, s in enumerate(torch.cuda.get_rng_state_all()):
             tensors[f"rng/cuda/{i}"] = s
     save_file(tensors, trainer / "optimizer.safetensors")
+    if average is not None:
+        save_file(average, trainer / AVERAGE_FILE)
     state = {**trainer_state, "step": step, "optimizer": meta,
              "python_rng": _python_rng_to_json(random.getstate())}
     (trainer / "state.json").write_text(json.dumps(state), encoding="utf-8")
@@ -160,3 +169,14 @@ def load_trainer_state(folder: Path) -> tuple[dict, dict]:
         torch.cuda.set_rng_state_all(cuda_states)
     random.setstate(_python_rng_from_json(state["python_rng"]))
     return state, _unflatten_optimizer(tensors, state["optimizer"])
+
+
+def load_average(folder: Path) -> dict | None:
+    """A checkpoint's weight-average tensors (training/ema.py), or None where it was saved without."""
+    path = folder / "trainer" / AVERAGE_FILE
+    if not path.is_file():
+        return None
+    try:
+        return load_file(str(path))
+    except (OSError, ValueError) as err:
+        raise TrainingError(f"{folder.name}: cannot resume from this checkpoint ({err})") from err

@@ -5,7 +5,8 @@ setup.py.
 
 Each optimizer step: for each micro-batch, forward under autocast and backward;
 skip the step if the loss or the gradient norm is not finite; clip; AdamW; set
-the next learning rate from the schedule. Log, evaluate and checkpoint at their
+the next learning rate from the schedule; move the weight average (optim.ema, ema.py), which
+evaluations and checkpoints then see. Log, evaluate and checkpoint at their
 intervals and always after the last step. SIGTERM/SIGINT end the run after the
 current step with a checkpoint; `resume=True` continues from the newest one. An objective with
 a `report` (classify) is evaluated once more at the end over every validation row; the report
@@ -190,7 +191,11 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
     run = set_up(cfg, run_dir, info, device, resume, started, log, phase)
     model, base_model, objective, budget = run.model, run.base_model, run.objective, run.budget
     optimizer, scaler, stream, precision, tokenizer = run.optimizer, run.scaler, run.stream, run.precision, run.tokenizer
-    corpus, state = run.corpus, run.state
+    corpus, state, average = run.corpus, run.state, run.average
+    # what evaluations and saves see: the weights, or with optim.ema their moving average (ema.py)
+    averaged = average.swapped_in if average is not None else contextlib.nullcontext
+    if average is not None:
+        log(f"evaluations and checkpoints hold a moving average of the weights (optim.ema {cfg.optim.ema:g})")
     if run.sized and main:
         cfg.save(run_dir.config_file)  # a resumed run builds the size (and optimizer) chosen now
     if run.checkpoint is not None:
@@ -289,8 +294,9 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         nonlocal first_eval_compiles, eval_s
         eval_start = time.perf_counter()
         phase("evaluating")
-        figures = objective.evaluate(model, eval_batches(corpus.validation, cfg.batch_size, cfg.eval_batches,
-                                                         tokenizer.pad_token_id))
+        with averaged():
+            figures = objective.evaluate(model, eval_batches(corpus.validation, cfg.batch_size, cfg.eval_batches,
+                                                             tokenizer.pad_token_id))
         record = {"step": step, **{f"val_{k}": v for k, v in dist.means(figures, info).items()}}
         if main:
             append_metrics(record)
@@ -316,6 +322,11 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         return path
 
     def _save(step: int) -> Path | None:
+        tensors = average.state_tensors() if average is not None and main else None  # (before the swap)
+        with averaged():
+            return _save_model(step, tensors)
+
+    def _save_model(step: int, average_tensors: dict | None) -> Path | None:
         model_sd = full_model_state(model, base_model, info, cfg)
         optim_sd = full_optimizer_state(model, optimizer, info, cfg)
         if not main:
@@ -335,7 +346,8 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
             save_tokenizer(tokenizer, folder)  # (the form transformers 4.x loads too)
 
         trainer_state = {**state, "step": step, "epoch": stream.epoch_at(step), "wall_s": wall()}
-        path = save_checkpoint(run_dir.checkpoints, step, write_model, optim_sd, trainer_state, cfg.keep_checkpoints)
+        path = save_checkpoint(run_dir.checkpoints, step, write_model, optim_sd, trainer_state, cfg.keep_checkpoints,
+                               average_tensors)
         log(f"saved {path.name}")
         return path
 
@@ -391,6 +403,8 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
             continue
         bad_in_row = 0
         step += 1
+        if average is not None:
+            average.update(step)
         step_loss = dist.mean(step_loss, info)
         step_tokens = int(dist.mean(step_tokens, info) * info.world)
         state["step"], state["tokens_seen"] = step, state["tokens_seen"] + step_tokens
@@ -525,6 +539,8 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
 
     if timed and budget.timed_steps >= ROUGH_STEPS_TO_REMEMBER and main:  # the next run of this shape plans with it
         step_times.remember(step_cache, step_key, budget.step_seconds / budget.timed_steps)
+    if average is not None:  # the run has ended: its model is the average it saved
+        average.keep_average()
     final_figures = _final_report(objective, model, corpus, cfg, tokenizer, run_dir, step, main, log)
     final = latest_checkpoint(run_dir.checkpoints) if main else None
     if main:

@@ -3,7 +3,7 @@ run's settings before a single weight is loaded, against what the device has fre
 
 What is counted, per the mode: the weights as they are held (float32 for full and LoRA runs, which
 load the base in float32; 4-bit NF4 linear layers plus float embeddings for QLoRA), a gradient and
-two AdamW moments in float32 for every trainable weight, a frozen copy of the start for full-weight
+two AdamW moments in float32 for every trainable weight (and its moving average with optim.ema), a frozen copy of the start for full-weight
 DPO and GRPO with a KL term (adapter runs switch the adapter off instead), a distillation teacher,
 and the activations backward keeps: per token and layer about 12 widths and 5 MLP widths at the
 autocast precision (2 widths with gradient checkpointing, plus one layer recomputed), and the
@@ -140,7 +140,8 @@ def plan(cfg, device: str) -> MemoryPlan | None:
     if cfg.mode == "distill" and cfg.distill.teacher:
         teacher = shape_of(model_config(cfg.distill.teacher))
         frozen += teacher["parameters"] * 4 if teacher else 0
-    return MemoryPlan(device, params, trainable, weights, trainable * 4, trainable * 8, activations, frozen,
+    moments = trainable * (12 if cfg.optim.ema else 8)  # two AdamW moments (and the weight average: ema.py)
+    return MemoryPlan(device, params, trainable, weights, trainable * 4, moments, activations, frozen,
                       available_bytes(device), checkpoint_bytes(cfg.model.init_from))
 
 

@@ -20,8 +20,9 @@ from ..tokenizer import iter_texts, load_tokenizer, save_tokenizer, train_tokeni
 from ..vocabulary import coverage, extend_tokenizer
 from .batches import BatchStream, groups_mixed, row_lengths
 from .budget import Budget
-from .checkpoint import latest_checkpoint, load_trainer_state, remove_partial
+from .checkpoint import latest_checkpoint, load_average, load_trainer_state, remove_partial
 from .config import TrainConfig, check_mode_kind
+from .ema import WeightAverage
 from .memory import check_fits
 from .modes import build_model
 from .objectives import build_objective
@@ -53,6 +54,7 @@ class Run:
     sized: bool = False          # whether the size, learning rate or optimizer of a new model was chosen now
     memory: object = None        # the fine-tune's memory plan (training/memory.py); None for a new model
     step_s: float | None = None  # seconds a step of the chosen size took when the sizes were timed (or None)
+    average: WeightAverage | None = None  # optim.ema: the weight average evaluations and saves see
 
 
 def set_up(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, started: float, log,
@@ -103,13 +105,16 @@ def set_up(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, start
     stream = BatchStream(corpus.train, cfg.batch_size, cfg.grad_accum, cfg.seed, tokenizer.pad_token_id,
                          info.rank, info.world, group_by_length=grouped, lengths=lengths)
     state = {"step": 0, "tokens_seen": 0, "elapsed_s": 0.0, "max_steps": cfg.max_steps}
+    average = WeightAverage(base_model, cfg.optim.ema) if cfg.optim.ema else None
     if checkpoint is not None:
         state, optim_state = load_trainer_state(checkpoint)
         load_optimizer(optimizer, optim_state, model, cfg)
+        if average is not None:  # (the model folder holds the average: the trained weights come back here)
+            average.load_state_tensors(load_average(checkpoint))
         if budget is not None:
             budget = Budget.start(cfg.time_budget_s, started, already_used=state.get("elapsed_s", 0.0))
     return Run(cfg, precision, tokenizer, corpus, budget, base_model, model, objective, optimizer,
-               precision.grad_scaler(), stream, state, checkpoint, sized, memory, step_s)
+               precision.grad_scaler(), stream, state, checkpoint, sized, memory, step_s, average)
 
 
 def prepare_inputs(cfg: TrainConfig, run: RunDir, info):

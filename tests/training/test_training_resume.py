@@ -8,6 +8,7 @@ import time
 
 import pytest
 from helpers import ROOT
+from safetensors.torch import load_file
 from training_helpers import (
     assert_same_losses,
     interrupted_run,
@@ -31,6 +32,11 @@ def test_stopped_and_resumed_run_matches_an_uninterrupted_one(tmp_path, tokenize
     _, resumed = interrupted_run(build, tmp_path, stop_at=5, after_stop=saved_at_5)
     assert resumed["state"] == "finished" and resumed["step"] == 12
     assert_same_losses(tmp_path / "a" / "run", tmp_path / "b" / "run", range(1, 13))
+    # the saved model, the weight average a new model's run keeps (optim.ema), went on across the stop too
+    whole, split = (load_file(str(tmp_path / x / "run" / "checkpoints" / "step-12" / "model.safetensors"))
+                    for x in "ab")
+    assert whole.keys() == split.keys()
+    assert max((whole[k] - split[k]).abs().max().item() for k in whole) < 1e-5
 
 
 KILLABLE = """

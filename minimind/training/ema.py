@@ -1,0 +1,101 @@
+"""A moving average of the trained weights (`optim.ema`): what a run evaluates and saves.
+
+After each optimizer step every trained weight's average moves `1 - decay` of the way to it, in
+float32. Early in a run the decay is lower, (1 + step) / (10 + step) while that is below
+`optim.ema`, so a short run's average is not held back by its starting weights. Evaluations and
+checkpoints see the average: the model folder a run leaves (what chat, export and `predict` load)
+holds it, and the trained weights and the average go into the checkpoint's trainer state, so a
+resumed run goes on from both exactly. A run whose held-out score swings from one evaluation to
+the next (a classifier on a few thousand texts) keeps the middle of that swing instead of wherever
+its last step landed (benchmarks/NOTES.md, 2026-12-07 · optim.ema).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from ..errors import TrainingError
+
+TRAINED, AVERAGE = "trained/", "average/"  # tensor name prefixes in a checkpoint's trainer state
+
+
+def decay_at(decay: float, step: int) -> float:
+    """The decay of the update after optimizer step `step` (1, 2, ...): `decay`, or less early on."""
+    return min(decay, (1.0 + step) / (10.0 + step))
+
+
+class WeightAverage:
+    """The moving average of `model`'s trainable parameters, by name."""
+
+    def __init__(self, model: torch.nn.Module, decay: float):
+        self.decay = decay
+        self.params = {name: p for name, p in model.named_parameters() if p.requires_grad}
+        self.average = {name: p.detach().float().clone() for name, p in self.params.items()}
+
+    @torch.no_grad()
+    def update(self, step: int) -> None:
+        """Move the average towards the weights after optimizer step `step`."""
+        weight = 1.0 - decay_at(self.decay, step)
+        averages = list(self.average.values())
+        weights = [p.detach() if p.dtype == torch.float32 else p.detach().float() for p in self.params.values()]
+        torch._foreach_lerp_(averages, weights, weight)
+
+    @contextlib.contextmanager
+    def swapped_in(self):
+        """Inside the block the model holds the average; after it, its trained weights again. Each
+        float32 weight trades places with its average one tensor at a time (no second copy of the
+        model); a weight of another dtype keeps a copy of itself for the block."""
+        kept = self._swap()
+        try:
+            yield
+        finally:
+            self._swap(kept)
+
+    @torch.no_grad()
+    def _swap(self, kept: dict | None = None) -> dict:
+        if kept is not None:  # back: the trained weights from where they were kept
+            for name, p in self.params.items():
+                if name in kept:
+                    p.copy_(kept[name])
+                else:
+                    held = p.detach().clone()
+                    p.copy_(self.average[name])
+                    self.average[name].copy_(held)
+            return {}
+        kept = {}
+        for name, p in self.params.items():
+            if p.dtype == torch.float32:  # the average's tensor holds the trained weight meanwhile
+                held = p.detach().clone()
+                p.copy_(self.average[name])
+                self.average[name].copy_(held)
+            else:
+                kept[name] = p.detach().clone()
+                p.copy_(self.average[name])
+        return kept
+
+    @torch.no_grad()
+    def keep_average(self) -> None:
+        """Put the average into the model for good (the run has ended)."""
+        for name, p in self.params.items():
+            p.copy_(self.average[name])
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """Copies of the trained weights and of the average, for a checkpoint's trainer state (copies: a
+        swap would change the tensors themselves before they are written)."""
+        tensors = {TRAINED + name: p.detach().to("cpu", copy=True) for name, p in self.params.items()}
+        tensors.update({AVERAGE + name: a.to("cpu", copy=True) for name, a in self.average.items()})
+        return tensors
+
+    @torch.no_grad()
+    def load_state_tensors(self, tensors: dict[str, torch.Tensor] | None) -> None:
+        """Resume: the trained weights back into the model, the average as it was saved."""
+        missing = next((name for name in self.params
+                        if not tensors or TRAINED + name not in tensors or AVERAGE + name not in tensors), None)
+        if missing is not None:
+            raise TrainingError(f"this checkpoint holds no weight average (optim.ema) for {missing}: it was saved "
+                                "with optim.ema 0; resume with --set optim.ema=0")
+        for name, p in self.params.items():
+            p.copy_(tensors[TRAINED + name])
+            self.average[name].copy_(tensors[AVERAGE + name])
