@@ -104,7 +104,7 @@ def _train_rows(quick: bool, tiny: bool) -> tuple[list[dict], dict]:
 
     import torch
 
-    from benchmarks.train_throughput import _trainer_defaults
+    from benchmarks.train_throughput import LONG_RUN_STEP, _trainer_defaults
     from minimind import MiniMindConfig, MiniMindForCausalLM
     from minimind.model import causal_lm_loss
 
@@ -117,14 +117,15 @@ def _train_rows(quick: bool, tiny: bool) -> tuple[list[dict], dict]:
     torch.manual_seed(0)
     model = MiniMindForCausalLM(config).train()
     eager = copy.deepcopy(model)
-    autocast, optimizer, layers, precision = _trainer_defaults(model)
+    autocast, optimizer, _, layers, precision, average = _trainer_defaults(model, batch * seq)
     if tiny:
         for layer in layers:
             layer._compiled_call_impl = None
         layers = []
     ids = torch.randint(5, config.vocab_size, (batch, seq), generator=torch.Generator().manual_seed(1))
     params = [p for p in model.parameters() if p.requires_grad]
-    marks: dict[str, list[float]] = {k: [] for k in ("forward", "loss", "backward", "clip", "optimizer")}
+    marks: dict[str, list[float]] = {k: [] for k in ("forward", "loss", "backward", "clip", "optimizer",
+                                                     "weight average")}
 
     def step(record: bool = True) -> None:
         t0 = time.perf_counter()
@@ -140,9 +141,12 @@ def _train_rows(quick: bool, tiny: bool) -> tuple[list[dict], dict]:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         t5 = time.perf_counter()
+        if average is not None:  # (optim.ema: the trainer's default for a new model)
+            average.update(LONG_RUN_STEP)
+        t6 = time.perf_counter()
         if record:
             for key, a, b in (("forward", t0, t1), ("loss", t1, t2), ("backward", t2, t3), ("clip", t3, t4),
-                              ("optimizer", t4, t5)):
+                              ("optimizer", t4, t5), ("weight average", t5, t6)):
                 marks[key].append((b - a) * 1000)
 
     start = time.perf_counter()

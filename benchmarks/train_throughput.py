@@ -52,8 +52,9 @@ def _models(config, device: str = "cpu"):
     return ours.to(device).train(), ref.to(device).train()
 
 
-def _step_fn(model, optimizer, batch, autocast):
-    """One training step as the trainer takes it: loss under autocast, backward, clip, AdamW."""
+def _step_fn(model, optimizer, batch, autocast, average=None):
+    """One training step as the trainer takes it: loss under autocast, backward, clip, AdamW, and the
+    weight average's update where the trainer keeps one (`average`, optim.ema)."""
     import torch
 
     def step():
@@ -63,16 +64,23 @@ def _step_fn(model, optimizer, batch, autocast):
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        if average is not None:
+            average.update(LONG_RUN_STEP)
         return loss.item()
     return step
 
 
+LONG_RUN_STEP = 100_000  # the step a long run's weight average updates at (its decay at optim.ema's value)
+
+
 def _trainer_defaults(model, tokens: int, device: str = "cpu"):
-    """(autocast context factory, optimizer, its name, compiled layers, precision name) as `minimind
-    train` sets them up for a long pretraining run of `model` at `tokens` a step on this device (the
-    set-up's own build_optimizer: `auto` decides between Muon and AdamW on the model)."""
+    """(autocast context factory, optimizer, its name, compiled layers, precision name, weight average
+    or None) as `minimind train` sets them up for a long pretraining run of `model` at `tokens` a step
+    on this device (the set-up's own build_optimizer: `auto` decides between Muon and AdamW on the
+    model; optim.ema's average of the weights, updated after each step)."""
     from minimind.training import TrainConfig
     from minimind.training.compiling import MIN_STEPS_TO_COMPILE, compile_layers
+    from minimind.training.ema import WeightAverage
     from minimind.training.precision import Precision, bf16_supported
     from minimind.training.setup import build_optimizer
 
@@ -82,7 +90,8 @@ def _trainer_defaults(model, tokens: int, device: str = "cpu"):
     precision = Precision(cfg.precision, kind)
     optimizer = build_optimizer(cfg, model, device, tokens)
     layers = compile_layers(model, cfg, MIN_STEPS_TO_COMPILE, lambda _msg: None)
-    return precision.autocast, optimizer, cfg.optim.name, layers, cfg.precision
+    average = WeightAverage(model, cfg.optim.ema) if cfg.optim.ema else None
+    return precision.autocast, optimizer, cfg.optim.name, layers, cfg.precision, average
 
 
 def run(quick: bool = False, tiny: bool = False, batch: int = 4, seq: int = 256) -> dict:
@@ -146,12 +155,12 @@ def run(quick: bool = False, tiny: bool = False, batch: int = 4, seq: int = 256)
                 "bf16", _step_fn(ref, torch.optim.AdamW(ref.parameters(), lr=1e-4), data, bf16_autocast), "bf16",
                 "bf16 autocast, fused AdamW")
 
-    autocast, optimizer, optimizer_name, layers, precision = _trainer_defaults(ours, tokens, device)
+    autocast, optimizer, optimizer_name, layers, precision, average = _trainer_defaults(ours, tokens, device)
     if tiny:
         for layer in layers:
             layer._compiled_call_impl = None  # keep the smoke test fast
         layers = []
-    ours_step = _step_fn(ours, optimizer, data, autocast)
+    ours_step = _step_fn(ours, optimizer, data, autocast, average)
     start = time.perf_counter()
     ours_step()  # compiles the forward (first call) and the backward
     first = time.perf_counter() - start
@@ -167,7 +176,8 @@ def run(quick: bool = False, tiny: bool = False, batch: int = 4, seq: int = 256)
                     f"minimind train defaults: {precision} autocast, {optimizer_name} "
                     + ("(Muon on the layers' matrices, fused AdamW on the rest)" if optimizer_name == "muon"
                        else "(fused)") + ", "
-                    + (f"torch.compile of {len(layers)} decoder layers" if layers else "eager"),
+                    + (f"torch.compile of {len(layers)} decoder layers" if layers else "eager")
+                    + (f", weight average (optim.ema {average.decay:g})" if average else ""),
                     beside=eager_step)
     del eager
     rows.append({"settings": "default settings", "model": "ours eager", "tokens/s": tokens / times["beside"],
