@@ -411,8 +411,8 @@ class TrainConfig:
         need(0 <= self.optim.weight_decay < 1, "optim.weight_decay must be 0..1")
         ema = self.optim.ema
         need(ema is None or isinstance(ema, (int, float)) and not isinstance(ema, bool) and 0 <= ema < 1,
-             f"optim.ema must be a decay in [0, 1): 0 saves the last step's weights, 0.998 their average over about "
-             f"the last 500 steps (got {ema!r})")
+             f"optim.ema must be a decay in [0, 1): 0 saves the last step's weights, 0.999 their average over about "
+             f"the last 1,000 steps (got {ema!r})")
         need(not ema or self.distributed != "fsdp", "optim.ema does not work with distributed: fsdp (the average "
              "would have to follow the shards); set optim.ema to 0, or use ddp")
         need(1 <= self.lora.rank <= 256, "lora.rank must be 1..256")

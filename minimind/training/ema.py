@@ -89,13 +89,13 @@ class WeightAverage:
         return tensors
 
     @torch.no_grad()
-    def load_state_tensors(self, tensors: dict[str, torch.Tensor] | None) -> None:
+    def load_state_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
         """Resume: the trained weights back into the model, the average as it was saved."""
-        missing = next((name for name in self.params
-                        if not tensors or TRAINED + name not in tensors or AVERAGE + name not in tensors), None)
+        missing = next((name for name in self.params if TRAINED + name not in tensors or AVERAGE + name not in tensors),
+                       None)
         if missing is not None:
-            raise TrainingError(f"this checkpoint holds no weight average (optim.ema) for {missing}: it was saved "
-                                "with optim.ema 0; resume with --set optim.ema=0")
+            raise TrainingError(f"this checkpoint's weight average (optim.ema) has no {missing}: it was saved by "
+                                "another model; resume the run that saved it")
         for name, p in self.params.items():
             p.copy_(tensors[TRAINED + name])
             self.average[name].copy_(tensors[AVERAGE + name])

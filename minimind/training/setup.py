@@ -109,8 +109,11 @@ def set_up(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, start
     if checkpoint is not None:
         state, optim_state = load_trainer_state(checkpoint)
         load_optimizer(optimizer, optim_state, model, cfg)
-        if average is not None:  # (the model folder holds the average: the trained weights come back here)
-            average.load_state_tensors(load_average(checkpoint))
+        saved_average = load_average(checkpoint) if average is not None else None
+        if saved_average is not None:  # (the model folder holds the average: the trained weights come back here)
+            average.load_state_tensors(saved_average)
+        elif average is not None:  # saved without one (optim.ema 0, or before it existed): it starts here
+            log(f"{checkpoint.name} holds no weight average: the average starts from its weights")
         if budget is not None:
             budget = Budget.start(cfg.time_budget_s, started, already_used=state.get("elapsed_s", 0.0))
     return Run(cfg, precision, tokenizer, corpus, budget, base_model, model, objective, optimizer,

@@ -29,6 +29,8 @@ def test_parameter_and_adapter_counts_are_the_models_own(qwen3, tmp_path, mode):
         trainable, _ = count_parameters(add_lora(model, cfg))
         assert found.trainable == trainable
     assert found.gradients == 4 * found.trainable and found.optimizer == 8 * found.trainable
+    cfg.optim.ema = 0.999  # (a classifier's default): the weight average is one more float32 copy
+    assert memory.plan(cfg, "cpu").optimizer == 12 * found.trainable
     assert (found.weights < 4 * found.parameters) == (mode == "qlora")  # 4-bit linear layers, else float32
 
 
