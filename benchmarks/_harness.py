@@ -165,3 +165,26 @@ def fine_tune_main(run, doc: str, minutes_help: str, adapters: str, options: dic
     chosen = tuple("" if a == "full" else a for a in args.adapters.split(","))
     own = {name.replace("-", "_"): getattr(args, name.replace("-", "_")) for name in options or {}}
     print_result(run(args.quick, args.tiny, args.minutes, chosen, tuple(args.overrides), **own))
+
+
+def last_step_weights(model, checkpoint: Path) -> bool:
+    """Put the weights of a run's last step into `model` (loaded from `checkpoint`, not merged) in
+    place of their moving average (optim.ema), which the model folder holds: the same run without
+    the average, scored by the same code. False (and `model` as it was) where the checkpoint holds no
+    average."""
+    import torch
+    from safetensors.torch import load_file
+
+    from minimind.training.checkpoint import AVERAGE_FILE
+    from minimind.training.ema import TRAINED
+
+    path = Path(checkpoint) / "trainer" / AVERAGE_FILE
+    if not path.is_file():
+        return False
+    saved = {name[len(TRAINED):]: t for name, t in load_file(str(path)).items() if name.startswith(TRAINED)}
+    params = dict(model.named_parameters())
+    assert saved.keys() <= params.keys(), sorted(saved.keys() - params.keys())[:3]
+    with torch.no_grad():
+        for name, tensor in saved.items():
+            params[name].copy_(tensor)
+    return True

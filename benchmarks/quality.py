@@ -137,7 +137,7 @@ def train_and_score(name: str, budget: float, overrides: list[str], tag: str = "
     """Pretrain on `name` for `budget` seconds with the trainer's defaults (+ `overrides`), then score."""
     import torch
 
-    from benchmarks._harness import bench_device
+    from benchmarks._harness import bench_device, last_step_weights
     from minimind.checkpoint import load_model
     from minimind.evaluate import evaluate_documents
     from minimind.tokenizer import load_tokenizer, measure
@@ -163,11 +163,15 @@ def train_and_score(name: str, budget: float, overrides: list[str], tag: str = "
     result = evaluate_documents(model, tokenizer, held, context=resolved.data.seq_len)
     per_paragraph = evaluate_documents(model, tokenizer, paragraphs_of(held), context=resolved.data.seq_len)
     eval_seconds = time.perf_counter() - start
+    # the same run's last step, without the weight average the model folder holds (optim.ema)
+    last_step = (evaluate_documents(model, tokenizer, held, context=resolved.data.seq_len).bpc
+                 if last_step_weights(model, status["final_checkpoint"]) else None)
     characters, _, fallback = measure(tokenizer, held)
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     speeds = [m["tokens_per_s"] for m in metrics if "tokens_per_s" in m]
     return {
         "corpus": name, "BPC": result.bpc, "BPC per paragraph": per_paragraph.bpc,
+        "BPC, last step's weights (no average)": last_step,
         "held-out characters": result.characters,
         "parameters": sum(p.numel() for p in model.parameters()), "vocabulary": len(tokenizer),
         "byte-fallback share (held-out)": fallback / max(characters, 1),
@@ -308,6 +312,9 @@ def run(quick: bool = False, budget: float | None = None, corpora: tuple = ("tan
             rows.append({"budget": label, "corpus": name, "model": "ours (trainer defaults)",
                          **{k: v for k, v in ours.items() if k != "corpus"}})
             summary[f"{name} BPC ours ({label})"] = ours["BPC"]
+            if ours["BPC, last step's weights (no average)"] is not None:  # optim.ema: the same run without it
+                summary[f"{name} BPC ours, weight average / last step ({label})"] = (
+                    ours["BPC"] / ours["BPC, last step's weights (no average)"])
             summary[f"{name} budget overrun % ({label})"] = 100 * (ours["train() wall s"] / seconds - 1)
             summary[f"{name} settings ({label})"] = ours["settings"]
             if not reference:

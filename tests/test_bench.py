@@ -142,6 +142,8 @@ def test_quality_side_by_side_trains_ours_and_the_reference_at_once_on_their_own
     assert summary["shakespeare BPC ours / reference (0.0666667 min)"] == ours["BPC"] / ref["BPC"]
     assert summary["shakespeare BPC per paragraph ours / reference (0.0666667 min)"] == (
         ours["BPC per paragraph"] / ref["BPC per paragraph"])  # the old protocol, beside running text
+    last = ours["BPC, last step's weights (no average)"]  # optim.ema: the same run, scored without the average
+    assert last > 0 and summary["shakespeare BPC ours, weight average / last step (0.0666667 min)"] == ours["BPC"] / last
     assert result["threads"].startswith("1 each") and "side by side" in result["threads"]
     assert (quality_cache / "compile-cache" / "shakespeare-default").is_dir()  # ours' own compile cache
     with pytest.raises(RuntimeError, match="2 cores"):  # on one core there is no side by side
