@@ -145,6 +145,7 @@ class OptimSection:
     ema: float | None = None             # evaluate and save a moving average of the weights with this decay (0 = the
                                          # last step's weights; auto: EMA_DECAY to pretrain a new model or train a
                                          # classifier, where it was measured to pay, 0 otherwise; training/ema.py)
+    ema_from: int = 1000                 # ... from this step on (a shorter run's average lagged behind its last step)
 
 
 @dataclass
@@ -282,9 +283,10 @@ class TrainConfig:
         if c.precision == "auto":
             c.precision = "bf16" if bf16_ok else ("fp16" if on_gpu else "fp32")
         if c.optim.ema is None:
-            # measured (benchmarks/NOTES.md): held-out BPC of a new Tang model 0.6 % lower at 10 minutes, a
-            # classifier's held-out macro-F1 0.6-1.1 points higher; other fine-tunes not measured. FSDP shards the
-            # weights, which the average would have to follow: not done.
+            # measured (benchmarks/NOTES.md, 2026-12-07 · optim.ema): held-out BPC of a new model 0.3-1.4 % lower
+            # after 10 minutes (4,000-7,600 steps), a full classifier's macro-F1 0.3-1.1 points higher after 4
+            # (1,800 steps); other fine-tunes not measured. FSDP shards the weights, which the average would have
+            # to follow: not done.
             c.optim.ema = EMA_DECAY if (new_model and c.mode == "pretrain" or c.task == "classify") and (
                 c.distributed != "fsdp") else 0.0
         if c.optim.name == "auto":
@@ -413,6 +415,8 @@ class TrainConfig:
         need(ema is None or isinstance(ema, (int, float)) and not isinstance(ema, bool) and 0 <= ema < 1,
              f"optim.ema must be a decay in [0, 1): 0 saves the last step's weights, 0.999 their average over about "
              f"the last 1,000 steps (got {ema!r})")
+        need(isinstance(self.optim.ema_from, int) and self.optim.ema_from >= 0,
+             f"optim.ema_from must be a step number >= 0 (got {self.optim.ema_from!r})")
         need(not ema or self.distributed != "fsdp", "optim.ema does not work with distributed: fsdp (the average "
              "would have to follow the shards); set optim.ema to 0, or use ddp")
         need(1 <= self.lora.rank <= 256, "lora.rank must be 1..256")

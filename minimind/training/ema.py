@@ -2,10 +2,11 @@
 
 After each optimizer step every trained weight's average moves `1 - decay` of the way to it, in
 float32. Early in a run the decay is lower, (1 + step) / (10 + step) while that is below
-`optim.ema`, so a short run's average is not held back by its starting weights. Evaluations and
-checkpoints see the average: the model folder a run leaves (what chat, export and `predict` load)
-holds it, and the trained weights and the average go into the checkpoint's trainer state, so a
-resumed run goes on from both exactly. A run whose held-out score swings from one evaluation to
+`optim.ema`, so the average is not held back by the starting weights. From step `optim.ema_from`
+on, evaluations and checkpoints see the average: the model folder a run leaves (what chat, export
+and `predict` load) holds it, and the trained weights and the average go into the checkpoint's
+trainer state, so a resumed run goes on from both exactly. A shorter run keeps its last step's
+weights: at 60-620 steps the average scored worse than them, from about 1,800 steps on better. A run whose held-out score swings from one evaluation to
 the next (a classifier on a few thousand texts) keeps the middle of that swing instead of wherever
 its last step landed (benchmarks/NOTES.md, 2026-12-07 · optim.ema).
 """
@@ -27,10 +28,12 @@ def decay_at(decay: float, step: int) -> float:
 
 
 class WeightAverage:
-    """The moving average of `model`'s trainable parameters, by name."""
+    """The moving average of `model`'s trainable parameters, by name; what evaluations and saves see
+    from optimizer step `start` on (before it, the trained weights: a short run's average lags
+    behind a model that still improves quickly)."""
 
-    def __init__(self, model: torch.nn.Module, decay: float):
-        self.decay = decay
+    def __init__(self, model: torch.nn.Module, decay: float, start: int = 0):
+        self.decay, self.start = decay, start
         self.params = {name: p for name, p in model.named_parameters() if p.requires_grad}
         self.average = {name: p.detach().float().clone() for name, p in self.params.items()}
 
@@ -42,11 +45,18 @@ class WeightAverage:
         weights = [p.detach() if p.dtype == torch.float32 else p.detach().float() for p in self.params.values()]
         torch._foreach_lerp_(averages, weights, weight)
 
+    def shown_at(self, step: int) -> bool:
+        """Whether evaluations and saves after optimizer step `step` see the average."""
+        return step >= self.start
+
     @contextlib.contextmanager
-    def swapped_in(self):
-        """Inside the block the model holds the average; after it, its trained weights again. Each
-        float32 weight trades places with its average one tensor at a time (no second copy of the
-        model); a weight of another dtype keeps a copy of itself for the block."""
+    def swapped_in(self, step: int):
+        """Inside the block the model holds the average (from step `start` on); after it, its trained
+        weights again. Each float32 weight trades places with its average one tensor at a time (no
+        second copy of the model); a weight of another dtype keeps a copy of itself for the block."""
+        if not self.shown_at(step):
+            yield
+            return
         kept = self._swap()
         try:
             yield
@@ -76,8 +86,10 @@ class WeightAverage:
         return kept
 
     @torch.no_grad()
-    def keep_average(self) -> None:
-        """Put the average into the model for good (the run has ended)."""
+    def keep_average(self, step: int) -> None:
+        """Put the average into the model for good (the run has ended at `step`), from step `start` on."""
+        if not self.shown_at(step):
+            return
         for name, p in self.params.items():
             p.copy_(self.average[name])
 

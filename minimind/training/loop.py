@@ -193,9 +193,10 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
     optimizer, scaler, stream, precision, tokenizer = run.optimizer, run.scaler, run.stream, run.precision, run.tokenizer
     corpus, state, average = run.corpus, run.state, run.average
     # what evaluations and saves see: the weights, or with optim.ema their moving average (ema.py)
-    averaged = average.swapped_in if average is not None else contextlib.nullcontext
+    averaged = average.swapped_in if average is not None else (lambda _step: contextlib.nullcontext())
     if average is not None:
-        log(f"evaluations and checkpoints hold a moving average of the weights (optim.ema {cfg.optim.ema:g})")
+        log(f"evaluations and checkpoints hold a moving average of the weights (optim.ema {cfg.optim.ema:g}) from "
+            f"step {cfg.optim.ema_from:,} on")
     if run.sized and main:
         cfg.save(run_dir.config_file)  # a resumed run builds the size (and optimizer) chosen now
     if run.checkpoint is not None:
@@ -294,7 +295,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
         nonlocal first_eval_compiles, eval_s
         eval_start = time.perf_counter()
         phase("evaluating")
-        with averaged():
+        with averaged(step):
             figures = objective.evaluate(model, eval_batches(corpus.validation, cfg.batch_size, cfg.eval_batches,
                                                              tokenizer.pad_token_id))
         record = {"step": step, **{f"val_{k}": v for k, v in dist.means(figures, info).items()}}
@@ -323,7 +324,7 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
 
     def _save(step: int) -> Path | None:
         tensors = average.state_tensors() if average is not None and main else None  # (before the swap)
-        with averaged():
+        with averaged(step):
             return _save_model(step, tensors)
 
     def _save_model(step: int, average_tensors: dict | None) -> Path | None:
@@ -539,8 +540,8 @@ def _train(cfg: TrainConfig, run_dir: RunDir, info, device: str, resume: bool, s
 
     if timed and budget.timed_steps >= ROUGH_STEPS_TO_REMEMBER and main:  # the next run of this shape plans with it
         step_times.remember(step_cache, step_key, budget.step_seconds / budget.timed_steps)
-    if average is not None:  # the run has ended: its model is the average it saved
-        average.keep_average()
+    if average is not None:  # the run has ended: its model is what it saved
+        average.keep_average(step)
     final_figures = _final_report(objective, model, corpus, cfg, tokenizer, run_dir, step, main, log)
     final = latest_checkpoint(run_dir.checkpoints) if main else None
     if main:

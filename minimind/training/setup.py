@@ -105,7 +105,7 @@ def set_up(cfg: TrainConfig, run: RunDir, info, device: str, resume: bool, start
     stream = BatchStream(corpus.train, cfg.batch_size, cfg.grad_accum, cfg.seed, tokenizer.pad_token_id,
                          info.rank, info.world, group_by_length=grouped, lengths=lengths)
     state = {"step": 0, "tokens_seen": 0, "elapsed_s": 0.0, "max_steps": cfg.max_steps}
-    average = WeightAverage(base_model, cfg.optim.ema) if cfg.optim.ema else None
+    average = WeightAverage(base_model, cfg.optim.ema, cfg.optim.ema_from) if cfg.optim.ema else None
     if checkpoint is not None:
         state, optim_state = load_trainer_state(checkpoint)
         load_optimizer(optimizer, optim_state, model, cfg)

@@ -58,7 +58,9 @@ def test_a_swap_puts_the_average_in_and_the_trained_weights_back_exactly():
     params = dict(model.named_parameters())
     trained = {name: p.detach().clone() for name, p in params.items()}
     means = {name: a.clone() for name, a in average.average.items()}
-    with average.swapped_in():
+    with WeightAverage(model, 0.5, start=6).swapped_in(5):  # before its first step: the trained weights
+        assert all(torch.equal(p, trained[name]) for name, p in params.items())
+    with average.swapped_in(5):
         for name, mean in means.items():
             assert torch.equal(params[name], mean.to(params[name].dtype))
         saved = average.state_tensors()  # (inside a swap, the copies are still the right way round)
@@ -112,7 +114,7 @@ def test_the_model_folder_holds_the_average_and_training_goes_as_without_it(tmp_
         return make_config(where, [corpus], model__tokenizer=str(tokenizer_dir), max_steps=8, eval_every=4,
                            optim__warmup_steps=2, **kw)
 
-    averaged, plain = train(build(tmp_path / "a")), train(build(tmp_path / "b", optim__ema=0))
+    averaged, plain = train(build(tmp_path / "a", optim__ema_from=4)), train(build(tmp_path / "b", optim__ema=0))
     assert TrainConfig.load(tmp_path / "a" / "run" / "config.yaml").optim.ema == EMA_DECAY
     assert_same_losses(tmp_path / "a" / "run", tmp_path / "b" / "run", range(1, 9), tolerance=1e-6)
     assert averaged["val_loss"] != plain["val_loss"]  # evaluations see the average
@@ -147,3 +149,18 @@ def test_a_checkpoint_saved_without_an_average_resumes_with_one_from_its_weights
     assert "step-3 holds no weight average: the average starts from its weights" in (
         tmp_path / "run" / "train.log").read_text()
     assert (tmp_path / "run" / "checkpoints" / "step-6" / "trainer" / "average.safetensors").is_file()
+
+
+def test_a_run_shorter_than_ema_from_keeps_its_last_steps_weights(tmp_path, tokenizer_dir):
+    """Below optim.ema_from (1,000 by default) a run evaluates and saves its trained weights, as
+    without the average (which its trainer state still keeps, for a resume past that step)."""
+    corpus = write_text_corpus(tmp_path)
+    runs = {name: train(make_config(tmp_path / name, [corpus], model__tokenizer=str(tokenizer_dir), max_steps=6,
+                                    eval_every=3, **kw)) for name, kw in (("a", {}), ("b", {"optim__ema": 0}))}
+    assert runs["a"]["val_loss"] == runs["b"]["val_loss"]
+    a, b = (tmp_path / name / "run" / "checkpoints" / "step-6" for name in "ab")
+    assert load_file(str(a / "model.safetensors")).keys() == load_file(str(b / "model.safetensors")).keys()
+    for name, tensor in load_file(str(a / "model.safetensors")).items():
+        assert torch.equal(tensor, load_file(str(b / "model.safetensors"))[name])
+    assert (a / "trainer" / "average.safetensors").is_file()
+    assert "from step 1,000 on" in (tmp_path / "a" / "run" / "train.log").read_text()

@@ -23,7 +23,7 @@ from minimind.training import RunDir, train
 def test_stopped_and_resumed_run_matches_an_uninterrupted_one(tmp_path, tokenizer_dir):
     corpus = write_text_corpus(tmp_path)
     build = lambda where: make_config(where, [corpus], model__tokenizer=str(tokenizer_dir), max_steps=12,
-                                      optim__warmup_steps=3)
+                                      optim__warmup_steps=3, optim__ema_from=4)
 
     def saved_at_5(stopped):
         assert stopped["state"] == "stopped" and stopped["step"] == 5
@@ -32,7 +32,7 @@ def test_stopped_and_resumed_run_matches_an_uninterrupted_one(tmp_path, tokenize
     _, resumed = interrupted_run(build, tmp_path, stop_at=5, after_stop=saved_at_5)
     assert resumed["state"] == "finished" and resumed["step"] == 12
     assert_same_losses(tmp_path / "a" / "run", tmp_path / "b" / "run", range(1, 13))
-    # the saved model, the weight average a new model's run keeps (optim.ema), went on across the stop too
+    # the saved model, from step 4 the weight average a new model's run keeps (optim.ema), went on across the stop
     whole, split = (load_file(str(tmp_path / x / "run" / "checkpoints" / "step-12" / "model.safetensors"))
                     for x in "ab")
     assert whole.keys() == split.keys()
