@@ -140,7 +140,7 @@ class Timer:
 
 
 def fine_tune(mode: str, corpus: Path, seconds: float, held, classes: list[str], overrides=()) -> dict:
-    from benchmarks._harness import bench_device
+    from benchmarks._harness import bench_device, last_step_weights
     from minimind.checkpoint import load_model, load_tokenizer_for
     from minimind.classifier import predict
     from minimind.training import TrainConfig, train
@@ -159,6 +159,11 @@ def fine_tune(mode: str, corpus: Path, seconds: float, held, classes: list[str],
         probabilities = predict(model, tokenizer, [t for t, _ in held], max_tokens=resolved.data.seq_len)
     predicted = [max(p, key=p.get) for p in probabilities]
     figures = score([label for _, label in held], predicted, classes)
+    last_step = None  # the run's last step, without the weight average its folder holds (optim.ema)
+    unmerged = load_model(final)  # (an adapter's weights keep the names the run trained them under)
+    if last_step_weights(unmerged, final):
+        last = predict(unmerged, tokenizer, [t for t, _ in held], max_tokens=resolved.data.seq_len)
+        last_step = score([label for _, label in held], [max(p, key=p.get) for p in last], classes)["macro-F1"]
     label = "ours LoRA" if mode == "lora" else "ours full"
     settings = (f"{mode}, {status.get('step')} steps x {resolved.batch_size} rows, lr {resolved.optim.lr:g}, "
                 f"seq {resolved.data.seq_len}, {resolved.precision}"
@@ -170,6 +175,7 @@ def fine_tune(mode: str, corpus: Path, seconds: float, held, classes: list[str],
             "macro-F1": figures["macro-F1"], "train s": training.wall, "train CPU s": training.cpu,
             "predict s": predicting.wall, "predict CPU s": predicting.cpu,
             "parameters trained": status.get("trainable_params"), "settings": settings,
+            "macro-F1, last step's weights (no average)": last_step,
             "confusion": figures["matrix"]}
 
 
@@ -227,6 +233,9 @@ def run_task(name: str, poets, tiny: bool, seconds: float, adapters, overrides) 
         label = "LoRA" if adapter == "lora" else "full"
         summary[f"{name}: macro-F1 ours {label}"] = row["macro-F1"]
         summary[f"{name}: ours {label} - baseline macro-F1 (points)"] = round(100 * (row["macro-F1"] - base["macro-F1"]), 1)
+        if row["macro-F1, last step's weights (no average)"] is not None:  # optim.ema: the same run without it
+            summary[f"{name}: ours {label}, weight average - last step macro-F1 (points)"] = round(
+                100 * (row["macro-F1"] - row["macro-F1, last step's weights (no average)"]), 1)
     counts = {p: len(t) for p, t in by_poet.items()}
     summary.update({f"{name}: accuracy {row['model']}": row["accuracy"] for row in rows})
     summary.update({
