@@ -283,10 +283,10 @@ class TrainConfig:
         if c.precision == "auto":
             c.precision = "bf16" if bf16_ok else ("fp16" if on_gpu else "fp32")
         if c.optim.ema is None:
-            # measured (benchmarks/NOTES.md, 2026-12-07 · optim.ema): held-out BPC of a new model 0.3-1.4 % lower
-            # after 10 minutes (4,000-7,600 steps), a full classifier's macro-F1 0.3-1.1 points higher after 4
-            # (1,800 steps); other fine-tunes not measured. FSDP shards the weights, which the average would have
-            # to follow: not done.
+            # measured (benchmarks/NOTES.md, 2026-12-07 · quality, classify: a moving average of the weights):
+            # held-out BPC of a new model 0.3-1.4 % lower after 10 minutes (4,000-7,600 steps), a full
+            # classifier's macro-F1 0.3-1.1 points higher after 4 (1,800 steps); other fine-tunes not measured.
+            # FSDP shards the weights, which the average would have to follow: not done.
             c.optim.ema = EMA_DECAY if (new_model and c.mode == "pretrain" or c.task == "classify") and (
                 c.distributed != "fsdp") else 0.0
         if c.optim.name == "auto":

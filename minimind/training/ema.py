@@ -6,9 +6,10 @@ float32. Early in a run the decay is lower, (1 + step) / (10 + step) while that 
 on, evaluations and checkpoints see the average: the model folder a run leaves (what chat, export
 and `predict` load) holds it, and the trained weights and the average go into the checkpoint's
 trainer state, so a resumed run goes on from both exactly. A shorter run keeps its last step's
-weights: at 60-620 steps the average scored worse than them, from about 1,800 steps on better. A run whose held-out score swings from one evaluation to
-the next (a classifier on a few thousand texts) keeps the middle of that swing instead of wherever
-its last step landed (benchmarks/NOTES.md, 2026-12-07 · optim.ema).
+weights: at 60-620 steps the average scored worse than them, from about 1,800 steps on better.
+A run whose held-out score swings from one evaluation to the next (a classifier on a few thousand
+texts) keeps the middle of that swing instead of wherever its last step landed
+(benchmarks/NOTES.md, 2026-12-07 · quality, classify: a moving average of the weights).
 """
 
 from __future__ import annotations
