@@ -48,6 +48,11 @@ LOG = Table([
          "CPU 内存：不超过 {mb} MB 的已释放内存块留在进程内（glibc mmap/trim 阈值）"),
     Said(r"resumed from (?P<checkpoint>\S+) \(step (?P<step>\d+)\)", "从 {checkpoint} 继续（第 {step} 步）"),
     Said(r"no complete checkpoint yet: starting from step 0", "还没有完整的检查点：从第 0 步开始"),
+    Said(r"evaluations and checkpoints hold a moving average of the weights \(optim\.ema (?P<decay>\S+)\) from "
+         r"step (?P<step>[\d,]+) on",
+         "从第 {step} 步起，评估和检查点使用权重的滑动平均（optim.ema {decay}）"),
+    Said(r"(?P<checkpoint>\S+) holds no weight average: the average starts from its weights",
+         "{checkpoint} 没有权重的滑动平均：平均从它的权重开始"),
     Said(r"planned from (?P<source>.+?): (?P<s>[\d.]+)s/step -> (?P<n>\d+) steps in (?P<t>\d+)s",
          "按{source}规划：每步 {s} 秒 → {t} 秒内 {n} 步", source=words(SOURCES)),
     Said(r"the first step is timed to plan the run", "先为第一步计时，再规划训练"),
