@@ -173,15 +173,14 @@ def last_step_weights(model, checkpoint: Path) -> bool:
     the average, scored by the same code. False (and `model` as it was) where the checkpoint holds no
     average."""
     import torch
-    from safetensors.torch import load_file
 
-    from minimind.training.checkpoint import AVERAGE_FILE
+    from minimind.training.checkpoint import load_average
     from minimind.training.ema import TRAINED
 
-    path = Path(checkpoint) / "trainer" / AVERAGE_FILE
-    if not path.is_file():
+    tensors = load_average(Path(checkpoint))
+    if tensors is None:
         return False
-    saved = {name[len(TRAINED):]: t for name, t in load_file(str(path)).items() if name.startswith(TRAINED)}
+    saved = {name[len(TRAINED):]: t for name, t in tensors.items() if name.startswith(TRAINED)}
     params = dict(model.named_parameters())
     assert saved.keys() <= params.keys(), sorted(saved.keys() - params.keys())[:3]
     with torch.no_grad():

@@ -43,8 +43,7 @@ class WeightAverage:
         """Move the average towards the weights after optimizer step `step`."""
         weight = 1.0 - decay_at(self.decay, step)
         averages = list(self.average.values())
-        weights = [p.detach() if p.dtype == torch.float32 else p.detach().float() for p in self.params.values()]
-        torch._foreach_lerp_(averages, weights, weight)
+        torch._foreach_lerp_(averages, [p.detach().float() for p in self.params.values()], weight)
 
     def shown_at(self, step: int) -> bool:
         """Whether evaluations and saves after optimizer step `step` see the average."""
@@ -58,33 +57,28 @@ class WeightAverage:
         if not self.shown_at(step):
             yield
             return
-        kept = self._swap()
+        with torch.no_grad():
+            kept = {name: p.detach().clone() for name, p in self.params.items() if p.dtype != torch.float32}
+            for name, p in self.params.items():
+                if name in kept:
+                    p.copy_(self.average[name])
+                else:
+                    self._trade(name, p)
         try:
             yield
         finally:
-            self._swap(kept)
+            with torch.no_grad():
+                for name, p in self.params.items():
+                    if name in kept:
+                        p.copy_(kept[name])
+                    else:
+                        self._trade(name, p)
 
-    @torch.no_grad()
-    def _swap(self, kept: dict | None = None) -> dict:
-        if kept is not None:  # back: the trained weights from where they were kept
-            for name, p in self.params.items():
-                if name in kept:
-                    p.copy_(kept[name])
-                else:
-                    held = p.detach().clone()
-                    p.copy_(self.average[name])
-                    self.average[name].copy_(held)
-            return {}
-        kept = {}
-        for name, p in self.params.items():
-            if p.dtype == torch.float32:  # the average's tensor holds the trained weight meanwhile
-                held = p.detach().clone()
-                p.copy_(self.average[name])
-                self.average[name].copy_(held)
-            else:
-                kept[name] = p.detach().clone()
-                p.copy_(self.average[name])
-        return kept
+    def _trade(self, name: str, p: torch.Tensor) -> None:
+        """A float32 weight and its average trade places."""
+        held = p.detach().clone()
+        p.copy_(self.average[name])
+        self.average[name].copy_(held)
 
     @torch.no_grad()
     def keep_average(self, step: int) -> None:
