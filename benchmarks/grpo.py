@@ -15,7 +15,9 @@ trained on, by the same code before and after:
   poems (the regulated poems of the held-out split) gives the rate a real poet reaches.
 - what the rewards can be gamed into, for the answers and for those real poems: the commonest
   rhyme class's share of the rhyming ones, the classes used, distinct rhyme characters per rhyme
-  position, and the share that uses a character of its title.
+  position, and the share that uses a character of its title; for real poems also that share with
+  the titles shuffled among poems of one form (`title_use_by_chance`: what title use reads for a
+  writer who ignores the title).
 - held-out poem BPC: checkpoints/minimind-tang/heldout_sample.jsonl (poems neither the
   pretraining nor the chat set saw), minimind.evaluate.
 Since the GRPO-tuned model became the shipped MiniMind-Tang (scripts/tang_grpo.yaml), a rerun
@@ -55,6 +57,8 @@ MINUTES = 15.0            # the issue's budget
 ANSWERS_PER_PROMPT = 2
 REWARDS = [{"name": "form", "weight": 1.0}, {"name": "rhyme", "weight": 1.0}, {"name": "title", "weight": 0.5}]
 SPEED_PROMPTS, SPEED_GROUP = 8, 8
+CHANCE = "uses a title character by chance (titles shuffled within a form)"
+SEED = 0                  # the shuffles of title_use_by_chance
 VARIETY = ("commonest rhyme class share", "commonest rhyme class", "rhyme classes used",
            "distinct rhyme characters per rhyme", "uses a title character")
 
@@ -130,8 +134,29 @@ def real_poems(limit: int | None = None) -> dict:
         source = "the shipped held-out sample"
     regulated = [r for r in records if form_of(r["text"])][:limit]
     texts = [r["text"] for r in regulated]
+    titles = [han_characters(r.get("title", "")) for r in regulated]
     return {"rhyme share": sum(map(rhymes, texts)) / max(len(texts), 1), "poems": len(texts), "source": source,
-            **variety(texts, [han_characters(r.get("title", "")) for r in regulated])}
+            **variety(texts, titles), CHANCE: title_use_by_chance(texts, titles, [form_of(t) for t in texts])}
+
+
+def title_use_by_chance(texts: list[str], titles: list[set[str]], forms: list, shuffles: int = 20) -> float:
+    """The share of real poems that use a character of ANOTHER poem's title of the same form (titles
+    shuffled within each form so that none keeps its own, `shuffles` seeded rounds, mean): what "uses a title character" reads
+    for a writer who ignores the title. A model's title use means something only above this."""
+    import random
+
+    by_form: dict = {}
+    for i, form in enumerate(forms):
+        by_form.setdefault(form, []).append(i)
+    rng, shares = random.Random(SEED), []
+    for _ in range(shuffles):
+        drawn = list(titles)
+        for members in by_form.values():
+            order = rng.sample(members, len(members))   # a random cycle: each poem takes the next one's title
+            for k, i in enumerate(order):
+                drawn[i] = titles[order[(k + 1) % len(order)]]
+        shares.append(variety(texts, drawn)["uses a title character"])
+    return sum(shares) / max(len(shares), 1)
 
 
 def poem_bpc(model, tokenizer) -> float:
@@ -218,7 +243,7 @@ def compare(before: Path, *afters: Path, tiny: bool = False) -> dict:
     rows = [measure(load_model(path, merge=True), load_tokenizer_for(path), prompts, f"{label} ({path})", {})
             for label, path in zip(labels, (before, *afters))]
     rows.insert(1, {"model": f"real regulated poems ({real['source']})", "answers": real["poems"],
-                    "form + rhyme share": real["rhyme share"], **{k: real[k] for k in VARIETY}})
+                    "form + rhyme share": real["rhyme share"], **{k: real[k] for k in (*VARIETY, CHANCE)}})
     first, last = rows[0], rows[-1]
     summary = {"requested form share before": first["requested form share"],
                "requested form share after": last["requested form share"],
@@ -228,7 +253,7 @@ def compare(before: Path, *afters: Path, tiny: bool = False) -> dict:
                "poem BPC before": first["poem BPC"], "poem BPC after": last["poem BPC"],
                "poem BPC after / before": last["poem BPC"] / first["poem BPC"],
                **{f"{k} before": first[k] for k in VARIETY}, **{f"{k} after": last[k] for k in VARIETY},
-               **{f"{k}, real poems": real[k] for k in VARIETY},
+               **{f"{k}, real poems": real[k] for k in (*VARIETY, CHANCE)},
                "threads": torch.get_num_threads(), "held-out prompts": len(prompts),
                "answers per prompt": ANSWERS_PER_PROMPT}
     return {"rows": rows, "summary": summary}
@@ -255,7 +280,7 @@ def run(quick: bool = False, tiny: bool = False, minutes: float | None = None, a
     before = measure(load_model(START), tokenizer, prompts, "MiniMind-Tang (start)", {})
     rows, summary = [before, {"model": f"real regulated poems ({real['source']})", "answers": real["poems"],
                               "form + rhyme share": real["rhyme share"],
-                              **{k: real[k] for k in VARIETY}}], {}
+                              **{k: real[k] for k in (*VARIETY, CHANCE)}}], {}
     for adapter in adapters:
         status, run_dir, wall = train_grpo(seconds, adapter, list(overrides))
         resolved = TrainConfig.load(run_dir / "config.yaml")
@@ -281,7 +306,8 @@ def run(quick: bool = False, tiny: bool = False, minutes: float | None = None, a
                     "form + rhyme share before": before["form + rhyme share"],
                     **{f"{k} before": before[k] for k in VARIETY},
                     "real regulated poems that rhyme (same rule)": real["rhyme share"],
-                    "real poems checked": real["poems"], **{f"{k}, real poems": real[k] for k in VARIETY},
+                    "real poems checked": real["poems"],
+                    **{f"{k}, real poems": real[k] for k in (*VARIETY, CHANCE)},
                     "rollout tokens/s engine": speed["engine tokens/s"],
                     "rollout tokens/s generate (one at a time)": speed["generate tokens/s"],
                     "rollout tokens/s engine / generate": speed["ratio"],

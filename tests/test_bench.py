@@ -183,6 +183,21 @@ def test_each_leg_of_ours_gets_an_empty_compile_cache(tmp_path, monkeypatch):
     assert quality.compile_cache("shakespeare", "x") != folder
 
 
+def test_title_use_by_chance_shuffles_titles_within_a_form():
+    """The chance level of title use: each poem uses its own title and none of the others', so it
+    falls from 1 to 0 once titles are shuffled among poems of one form (none keeps its own); a form of one poem keeps its
+    own title; and the real held-out poems use their titles above that level (the figure's point)."""
+    from benchmarks import grpo
+
+    texts = ["春風吹柳", "秋月照江", "夜雨打窗", "山雪滿徑"]
+    titles = [{"春"}, {"秋"}, {"夜"}, {"雪"}]
+    assert grpo.title_use_by_chance(texts, titles, ["a"] * 4) == 0.0
+    assert grpo.title_use_by_chance(texts, titles, ["a", "b", "c", "d"]) == 1.0
+    assert grpo.title_use_by_chance(texts, [{"江"}] * 4, ["a"] * 4) == 0.25
+    real = grpo.real_poems(limit=300)
+    assert 0.1 < real[grpo.CHANCE] < real["uses a title character"] - 0.2
+
+
 def test_grpo_compares_saved_models_with_the_same_code_and_trains_nothing(monkeypatch):
     """`python -m benchmarks.grpo --compare-models BEFORE,AFTER[,AFTER...]` (a recipe's GRPO stage, or
     runs from one start, measured after the fact): the same model each time gives the same figures,
