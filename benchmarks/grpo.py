@@ -61,6 +61,7 @@ CHANCE = "uses a title character by chance (titles shuffled within a form)"
 SEED = 0                  # the shuffles of title_use_by_chance
 VARIETY = ("commonest rhyme class share", "commonest rhyme class", "rhyme classes used",
            "distinct rhyme characters per rhyme", "uses a title character")
+REAL = (*VARIETY, CHANCE)  # the figures given for real poems
 
 
 def held_out_prompts(limit: int | None = None) -> list[dict]:
@@ -132,17 +133,24 @@ def real_poems(limit: int | None = None) -> dict:
     except (FileNotFoundError, OSError):
         records = [json.loads(line) for line in (START / "heldout_sample.jsonl").open(encoding="utf-8")]
         source = "the shipped held-out sample"
-    regulated = [r for r in records if form_of(r["text"])][:limit]
-    texts = [r["text"] for r in regulated]
-    titles = [han_characters(r.get("title", "")) for r in regulated]
+    regulated = [(r, form) for r in records if (form := form_of(r["text"]))][:limit]
+    texts = [r["text"] for r, _ in regulated]
+    titles = [han_characters(r.get("title", "")) for r, _ in regulated]
     return {"rhyme share": sum(map(rhymes, texts)) / max(len(texts), 1), "poems": len(texts), "source": source,
-            **variety(texts, titles), CHANCE: title_use_by_chance(texts, titles, [form_of(t) for t in texts])}
+            **variety(texts, titles), CHANCE: title_use_by_chance(texts, titles, [form for _, form in regulated])}
+
+
+def real_row(real: dict) -> dict:
+    """The real poems' row of a results table, beside the models' rows."""
+    return {"model": f"real regulated poems ({real['source']})", "answers": real["poems"],
+            "form + rhyme share": real["rhyme share"], **{k: real[k] for k in REAL}}
 
 
 def title_use_by_chance(texts: list[str], titles: list[set[str]], forms: list, shuffles: int = 20) -> float:
     """The share of real poems that use a character of ANOTHER poem's title of the same form (titles
-    shuffled within each form so that none keeps its own, `shuffles` seeded rounds, mean): what "uses a title character" reads
-    for a writer who ignores the title. A model's title use means something only above this."""
+    shuffled within each form so that none keeps its own, `shuffles` seeded rounds, mean): what
+    "uses a title character" reads for a writer who ignores the title. A model's title use means
+    something only above this."""
     import random
 
     by_form: dict = {}
@@ -242,8 +250,7 @@ def compare(before: Path, *afters: Path, tiny: bool = False) -> dict:
     labels = ["before GRPO"] + (["after GRPO"] if len(afters) == 1 else [f"after GRPO, {i + 1}" for i in range(len(afters))])
     rows = [measure(load_model(path, merge=True), load_tokenizer_for(path), prompts, f"{label} ({path})", {})
             for label, path in zip(labels, (before, *afters))]
-    rows.insert(1, {"model": f"real regulated poems ({real['source']})", "answers": real["poems"],
-                    "form + rhyme share": real["rhyme share"], **{k: real[k] for k in (*VARIETY, CHANCE)}})
+    rows.insert(1, real_row(real))
     first, last = rows[0], rows[-1]
     summary = {"requested form share before": first["requested form share"],
                "requested form share after": last["requested form share"],
@@ -253,7 +260,7 @@ def compare(before: Path, *afters: Path, tiny: bool = False) -> dict:
                "poem BPC before": first["poem BPC"], "poem BPC after": last["poem BPC"],
                "poem BPC after / before": last["poem BPC"] / first["poem BPC"],
                **{f"{k} before": first[k] for k in VARIETY}, **{f"{k} after": last[k] for k in VARIETY},
-               **{f"{k}, real poems": real[k] for k in (*VARIETY, CHANCE)},
+               **{f"{k}, real poems": real[k] for k in REAL},
                "threads": torch.get_num_threads(), "held-out prompts": len(prompts),
                "answers per prompt": ANSWERS_PER_PROMPT}
     return {"rows": rows, "summary": summary}
@@ -278,9 +285,7 @@ def run(quick: bool = False, tiny: bool = False, minutes: float | None = None, a
     speed = rollout_speed(load_model(START), tokenizer, prompts)
     real = real_poems()
     before = measure(load_model(START), tokenizer, prompts, "MiniMind-Tang (start)", {})
-    rows, summary = [before, {"model": f"real regulated poems ({real['source']})", "answers": real["poems"],
-                              "form + rhyme share": real["rhyme share"],
-                              **{k: real[k] for k in (*VARIETY, CHANCE)}}], {}
+    rows, summary = [before, real_row(real)], {}
     for adapter in adapters:
         status, run_dir, wall = train_grpo(seconds, adapter, list(overrides))
         resolved = TrainConfig.load(run_dir / "config.yaml")
@@ -307,7 +312,7 @@ def run(quick: bool = False, tiny: bool = False, minutes: float | None = None, a
                     **{f"{k} before": before[k] for k in VARIETY},
                     "real regulated poems that rhyme (same rule)": real["rhyme share"],
                     "real poems checked": real["poems"],
-                    **{f"{k}, real poems": real[k] for k in (*VARIETY, CHANCE)},
+                    **{f"{k}, real poems": real[k] for k in REAL},
                     "rollout tokens/s engine": speed["engine tokens/s"],
                     "rollout tokens/s generate (one at a time)": speed["generate tokens/s"],
                     "rollout tokens/s engine / generate": speed["ratio"],

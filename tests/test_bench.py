@@ -185,8 +185,9 @@ def test_each_leg_of_ours_gets_an_empty_compile_cache(tmp_path, monkeypatch):
 
 def test_title_use_by_chance_shuffles_titles_within_a_form():
     """The chance level of title use: each poem uses its own title and none of the others', so it
-    falls from 1 to 0 once titles are shuffled among poems of one form (none keeps its own); a form of one poem keeps its
-    own title; and the real held-out poems use their titles above that level (the figure's point)."""
+    falls from 1 to 0 once titles are shuffled among poems of one form (none keeps its own); a form
+    of one poem keeps its own title; and the real held-out poems use their titles above that level
+    (the figure's point)."""
     from benchmarks import grpo
 
     texts = ["春風吹柳", "秋月照江", "夜雨打窗", "山雪滿徑"]
